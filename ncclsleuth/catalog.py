@@ -1,0 +1,109 @@
+"""The NCCL message catalog: which known format string a line was printed from.
+
+``data/nccl_formats.tsv`` (built by ``tools/build_catalog.py`` from the reference
+catalog of 62 NCCL releases) lists every format string NCCL can print.  A line that
+the grammar does not give a specific meaning still gets the id of the format it
+matches, so "unknown" really means "not an NCCL message we know of".
+
+Matching is by a bucket on the format's first literal word, then a full regex match;
+results are cached per message shape by the caller.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_DATA = Path(__file__).parent / "data" / "nccl_formats.tsv"
+_CONV = re.compile(r"%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|z|t|j|L)?([diuxXpfgeEcsm]))")
+_TEMPLATE = re.compile(r"\{[^{}]*\}")
+MAX_LEN = 2000
+
+
+@dataclass(frozen=True)
+class Format:
+    id: str
+    level: str
+    subsys: str
+    format: str
+    first_tag: str
+    last_tag: str
+
+
+def _to_regex(fmt: str) -> str | None:
+    fmt = fmt.replace("\\n", " ").replace("\\t", " ").replace('\\"', '"').replace("\\\\", "\\").strip()
+    fmt = _TEMPLATE.sub("%s", fmt)
+    out, pos, literal = [], 0, 0
+    for m in _CONV.finditer(fmt):
+        lit = fmt[pos:m.start()]
+        literal += len(lit.strip())
+        out.append(re.escape(lit))
+        conv = m.group(1)
+        if m.group(0) == "%%":
+            out.append("%")
+        elif conv in "diu":
+            out.append(r" *-?\d+")
+        elif conv in "xXp":
+            out.append(r"\S*")
+        elif conv in "fgeE":
+            out.append(r" *[-+\d.einfa]+")
+        elif conv == "c":
+            out.append(".")
+        else:
+            out.append(".*?")
+        pos = m.end()
+    tail = fmt[pos:]
+    literal += len(tail.strip())
+    out.append(re.escape(tail))
+    if literal < 4:  # "%s", "%s:%d -> %d" and friends say nothing on their own
+        return None
+    return r"\s*" + "".join(out).replace(r"\ ", " +") + r"\s*"
+
+
+@lru_cache(maxsize=1)
+def _index() -> tuple[dict[str, list[tuple[re.Pattern[str], Format]]], list[tuple[re.Pattern[str], Format]]]:
+    buckets: dict[str, list[tuple[re.Pattern[str], Format]]] = {}
+    loose: list[tuple[re.Pattern[str], Format]] = []
+    csv.field_size_limit(1 << 24)
+    with open(_DATA, newline="") as fh:
+        rd = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        next(rd)
+        for row in rd:
+            fmt = Format(*row)
+            rx = _to_regex(fmt.format)
+            if rx is None:
+                continue
+            try:
+                pat = re.compile(rx)
+            except re.error:
+                continue
+            first = fmt.format.strip().split(" ", 1)[0]
+            if "%" in first or "{" in first:
+                loose.append((pat, fmt))
+            else:
+                buckets.setdefault(first, []).append((pat, fmt))
+    return buckets, loose
+
+
+def lookup(message: str, level: str | None = None) -> Format | None:
+    """The catalog format a message was printed from, preferring the same level."""
+    msg = message.strip()
+    if not msg or len(msg) > MAX_LEN:
+        return None
+    buckets, loose = _index()
+    first = msg.split(" ", 1)[0]
+    best: Format | None = None
+    for pat, fmt in (*buckets.get(first, ()), *loose):
+        if pat.fullmatch(msg):
+            if level is None or fmt.level == level:
+                return fmt
+            best = best or fmt
+    return best
+
+
+def subsystem_guess(message: str) -> str | None:
+    """A subsystem name from the message's first word (``NET/IB`` -> ``NET``)."""
+    head = message.split(" ", 1)[0].split("/", 1)[0].rstrip(":")
+    return head if head.isupper() and head.isalpha() and len(head) <= 10 else None

@@ -1,0 +1,111 @@
+"""Command line: a thin click layer over the pipeline (ingest -> parse -> model -> rules -> report).
+
+Exit codes (one place, see :mod:`ncclsleuth.exitcodes`): 0 nothing at or above
+``--fail-on``, 1 findings, 2 usage or input error.  Bad input never produces a Python
+traceback unless ``--debug`` asks for one.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+
+from . import __version__
+from .exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+
+
+class UserError(click.ClickException):
+    """An error the user can fix: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ncclsleuth: error: {self.format_message()}", err=True)
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn unexpected exceptions into one clear line (a traceback only with --debug)."""
+
+    @wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        try:
+            return fn(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(EXIT_OK)
+        except KeyboardInterrupt:
+            click.echo("ncclsleuth: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:  # noqa: BLE001 - last line of defence, by design
+            if ctx.find_root().params.get("debug"):
+                raise
+            click.echo(f"ncclsleuth: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
+                       err=True)
+            ctx.exit(EXIT_USAGE)
+
+    return inner
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ncclsleuth")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+def main(debug: bool) -> None:
+    """Say why a multi-node NCCL / PyTorch distributed job failed or is slow."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "table"]), default="jsonl", show_default=True)
+@click.option("--kinds", default=None, help="Comma-separated event kinds to print (default: all).")
+@click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache).")
+@_guard
+def parse(paths: tuple[str, ...], fmt: str, kinds: str | None, no_cache: bool) -> None:
+    """Print the typed events of PATHS (files, folders, - for stdin)."""
+    from .pipeline import iter_events
+
+    wanted = set(kinds.split(",")) if kinds else None
+    run = iter_events(list(paths), cache=not no_cache)
+    out = click.get_text_stream("stdout")
+    if fmt == "jsonl":
+        for ev in run:
+            if wanted is None or ev.kind in wanted:
+                out.write(json.dumps(ev.to_dict(), ensure_ascii=False) + "\n")
+    else:
+        _table(ev for ev in run if wanted is None or ev.kind in wanted)
+    for n in run.notices:
+        click.echo(f"ncclsleuth: {n.path}: {n.message}", err=True)
+    if not run.files_read:
+        raise UserError("nothing could be read from the given paths")
+
+
+def _table(events: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("file:line", "kind", "level", "host", "fields")
+    skip = {"kind", "source", "line", "text", "host", "pid", "tid", "dev", "level", "ts", "rank"}
+    for ev in events:
+        d = ev.to_dict()
+        fields = ", ".join(f"{k}={v}" for k, v in d.items() if k not in skip)
+        t.add_row(f"{ev.source}:{ev.line}", ev.kind, ev.level or "", ev.host or "", fields[:160])
+    Console().print(t)
+
+
+def register_commands() -> None:
+    """Attach the commands defined in other modules (analyze, rules, ...)."""
+    from . import cli_analyze  # noqa: F401  (registers on import)
+
+
+try:
+    register_commands()
+except ImportError:  # during bootstrap only parse exists
+    pass
+
+__all__ = ["main", "UserError", "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE"]

@@ -1,0 +1,243 @@
+"""The line envelope: peel what launchers, loggers and chat clients wrap around a message.
+
+A real line looks like ``[1,3]<stdout>:[2026-03-13 22:26:02] node5:240:240 [6]
+misc/socket.cc:533 NCCL WARN socketPollConnect: ...``.  Before the grammar sees the
+message, this module strips every wrapper it knows (Open MPI tags, Slurm labels,
+torchrun ``[rankN]:``, Ray actor prefixes, timestamps, glog headers, Markdown quotes)
+and records what they said (launcher rank, timestamp, level), then finds the NCCL
+``host:pid:tid [dev] file:line NCCL LEVEL`` prefix anywhere in what is left.
+
+Lines of several ranks glued together mid-line are split into one :class:`Record`
+each wherever the second prefix is recognisable.
+
+Hot path: plain NCCL INFO lines cost one anchored regex miss, one ``str.find`` and one
+``rsplit``; regexes used here are linear (no nested quantifiers) on any input.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+LEVELS = frozenset(("INFO", "WARN", "TRACE", "CALL", "ABORT"))
+
+
+class Record(NamedTuple):
+    """One message with its envelope.  ``family`` is ``nccl`` or ``other``."""
+
+    body: str
+    family: str
+    level: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    dev: int | None = None
+    rank: int | None = None
+    ts: str | None = None
+    where: str | None = None  # file:line of a NCCL WARN
+    pg: str | None = None
+
+
+_LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "C": "ERROR",
+        "ERROR": "ERROR", "WARNING": "WARNING", "WARN": "WARNING", "INFO": "INFO", "DEBUG": "DEBUG",
+        "CRITICAL": "ERROR", "FATAL": "FATAL"}
+
+# One wrapper per alternative, all anchored at the start of what is left.
+_WRAP = re.compile(
+    r"(?:"
+    r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
+    r"|\((?P<ray>\w+)(?: pid=\d+)?(?:, ip=[\w.:]+)?\) ?"                # Ray actor
+    r"|\[(?:default|rank|trainer|worker|RANK |Rank )(?P<lr>\d+)\]:? ?"  # torchrun / apps
+    r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
+    r"|\[c10d\] ?"
+    r"|\[repeated \d+x across cluster\] ?"
+    r"|(?P<slurm>\d{1,6}): (?=\S)"                                       # srun --label
+    r"|>+ ?"                                                             # Markdown quote
+    r"|`+"                                                               # backticks
+    r"|\*\*"
+    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?):? "
+    r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?: [A-Z]{2}\d+)*\] ?"
+    r"|(?P<nts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) ?"     # 2023-Aug-01 16:12:43.0204
+    r"|\[(?P<hts>\d\d:\d\d:\d\d)\] +"                                    # rich log time column
+    r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w./-]+(?:\[\d+\])?: "
+    r"|\[ *\d+\.\d+\] "                                                  # dmesg
+    r"|\[(?P<glvl>[IWEFD])(?P<gts>\d{3,4} \d\d:\d\d:\d\d\.\d+)? *[\w.]+:\d+\] "  # c10 glog
+    r"|(?P<plvl>[IWEF])(?P<pts>\d{4} \d\d:\d\d:\d\d\.\d+) +\d+ [^\s\]]+:\d+\] "  # python glog
+    r"|(?P<llvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"              # logging basicConfig
+    r"|(?P<rlvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?=\S)"              # rich log level column
+    r"|[\w.]+: \[(?P<elvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] "         # torchelastic 2.1
+    r"|\[(?P<blvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] "                 # [ERROR]
+    r"|\[[\w.]+:\d+:\w+\] "                                              # DeepSpeed [file:line:fn]
+    r"|\[PG (?:ID )?(?P<pg>\w+)(?: PG GUID \w+)?(?: ?\([^)]*\))? Rank (?P<pgr>\d+)\] *"
+    r")"
+)
+_RAY_SUFFIX = " [repeated "
+_MD_LINK = re.compile(r"\[([^\]\s]+)\]\(https?://[^)\s]*\)")
+_RICH_SRC = re.compile(r"\s{2,}[\w.]+\.py:\d+\s*$")
+_MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
+_OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )")
+_FILE_LINE = re.compile(r"[\w./+-]+:\d+")
+
+
+def peel(line: str) -> list[Record]:
+    """Split a cleaned line into its records (usually one)."""
+    if "]<std" in line:
+        parts = _split_mpi(line)
+        if len(parts) > 1:
+            out: list[Record] = []
+            for p in parts:
+                out.extend(peel(p))
+            return out
+    if "](http" in line:
+        line = _MD_LINK.sub(r"\1", line)
+    meta: dict[str, object] = {}
+    s = _strip_wrappers(line, meta)
+    k = s.find("NCCL ")
+    if k < 0:
+        k = s.find("CCOM ")
+    while k >= 0:
+        lvl_end = s.find(" ", k + 5)
+        lvl = s[k + 5:lvl_end if lvl_end > 0 else len(s)]
+        if lvl in LEVELS:
+            return _nccl_records(s, k, lvl, meta)
+        k = s.find("NCCL ", k + 5)
+    m = _OLD_NCCL.search(s)
+    if m:
+        return [_old_record(s, m, meta)]
+    if _RICH_SRC.search(s):
+        s = _RICH_SRC.sub("", s)
+    return [Record(s, "other", meta.get("level"), None, None, None, None,  # type: ignore[arg-type]
+                   meta.get("rank"), meta.get("ts"), None, meta.get("pg"))]  # type: ignore[arg-type]
+
+
+def _split_mpi(line: str) -> list[str]:
+    starts = [m.start() for m in _MPI_TAG.finditer(line)]
+    if not starts or (len(starts) == 1 and starts[0] == 0):
+        return [line]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    bounds = starts + [len(line)]
+    return [line[a:b].rstrip() for a, b in zip(bounds, bounds[1:]) if line[a:b].strip()]
+
+
+def _strip_wrappers(s: str, meta: dict[str, object]) -> str:
+    """Peel anchored wrappers until none matches; record rank, timestamp and level."""
+    s = s.lstrip()
+    if s.endswith("across cluster]") and _RAY_SUFFIX in s:
+        s = s[: s.rfind(_RAY_SUFFIX)]
+    for _ in range(12):  # bounded: each pass removes at least one character
+        m = _WRAP.match(s)
+        if not m or m.end() == 0:
+            break
+        g = m.groupdict()
+        _absorb(g, meta)
+        s = s[m.end():].lstrip()
+    if s.endswith("`"):
+        s = s.rstrip("`")
+    return s
+
+
+def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
+    for key in ("mpi", "lr", "slurm", "rep"):
+        if g[key] is not None and "rank" not in meta:
+            meta["rank"] = int(g[key])  # type: ignore[arg-type]
+    for key in ("iso", "bts", "nts", "hts", "syslog", "gts", "pts"):
+        if g[key] and "ts" not in meta:
+            meta["ts"] = g[key]
+    for key in ("glvl", "plvl", "llvl", "rlvl", "elvl", "blvl"):
+        if g[key]:
+            meta["level"] = _LVL[g[key]]  # type: ignore[index]
+    if g["pg"] is not None:
+        meta["pg"] = g["pg"]
+        meta.setdefault("rank", int(g["pgr"]))  # type: ignore[arg-type]
+
+
+def _is_float(t: str) -> bool:
+    a, dot, b = t.partition(".")
+    return bool(dot) and a.isdigit() and b.isdigit()
+
+
+def _int(x: str | None) -> int | None:
+    return int(x) if x is not None and x.isdigit() else None
+
+
+def _prefix_fields(pre: str) -> tuple[dict[str, object], int]:
+    """Parse ``host:pid:tid [dev] [ms func:line] [file:line [(func)]]`` backwards.
+
+    Returns the fields and the offset in ``pre`` where the NCCL prefix starts.
+    """
+    f: dict[str, object] = {}
+    end = len(pre)
+    toks = pre.rstrip().rsplit(" ", 5)
+    i = len(toks) - 1
+    pos = len(pre.rstrip())
+
+    def take() -> None:
+        nonlocal i, pos
+        pos -= len(toks[i])
+        i -= 1
+        if pos > 0 and pre[pos - 1] == " ":
+            pos -= 1
+
+    if i >= 0 and toks[i].startswith("(") and toks[i].endswith(")"):
+        f["func"] = toks[i][1:-1]
+        take()
+    if i >= 0 and _FILE_LINE.fullmatch(toks[i]):
+        if "." in toks[i].split(":")[0]:
+            f["where"] = toks[i]
+            take()
+        elif i >= 1 and _is_float(toks[i - 1]):  # TRACE: "ms func:line"
+            take()
+        if i >= 0 and _is_float(toks[i]):
+            take()
+    if i >= 0 and len(toks[i]) > 2 and toks[i][0] == "[" and toks[i][-1] == "]" and toks[i][1:-1].isdigit():
+        f["dev"] = int(toks[i][1:-1])
+        take()
+    if i >= 0 and toks[i].count(":") >= 1:
+        parts = toks[i].rsplit(":", 2)
+        if len(parts) == 3 and parts[1].isalnum() and parts[2].isalnum():
+            f["host"] = parts[0] or None
+            f["pid"], f["tid"] = _int(parts[1]), _int(parts[2])
+            take()
+        elif len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            f["pid"], f["tid"] = int(parts[0]), int(parts[1])
+            take()
+        elif len(parts) == 2 and parts[0] and parts[1].isalnum():  # pid:tid redacted to one field
+            f["host"], f["pid"] = parts[0], _int(parts[1])
+            take()
+    return f, max(pos, 0) if pos < end else end
+
+
+def _nccl_records(s: str, k: int, lvl: str, meta: dict[str, object]) -> list[Record]:
+    f, start = _prefix_fields(s[:k])
+    body_start = k + 5 + len(lvl) + 1
+    body = s[body_start:]
+    rest: list[Record] = []
+    # Another record glued on the same line?
+    j = body.find("NCCL ")
+    while j >= 0:
+        e = body.find(" ", j + 5)
+        if body[j + 5:e if e > 0 else len(body)] in LEVELS:
+            f2, st2 = _prefix_fields(body[:j])
+            if "pid" in f2 or "where" in f2:
+                rest = peel(body[st2:])
+                body = body[:st2].rstrip()
+                break
+        j = body.find("NCCL ", j + 5)
+    pre = s[:start].strip()
+    ts = meta.get("ts")
+    if pre and ts is None and pre[0] == "[" and pre[-1] == "]":
+        ts = pre[1:-1]  # NCCL's own configurable timestamp (2.26+)
+    rec = Record(body.rstrip(), "nccl", lvl, f.get("host"), f.get("pid"), f.get("tid"),  # type: ignore[arg-type]
+                 f.get("dev"), meta.get("rank"), ts, f.get("where"), meta.get("pg"))  # type: ignore[arg-type]
+    return [rec, *rest]
+
+
+def _old_record(s: str, m: re.Match[str], meta: dict[str, object]) -> Record:
+    """Pre-2.4 lines without the word NCCL: ``[0] INFO NET : ...``, ``include/socket.h:360 WARN ...``."""
+    if m.group(1) is not None:
+        lvl, dev, where = m.group(2), int(m.group(1)), None
+    else:
+        lvl, dev, where = "WARN", None, f"{m.group(3)}:{m.group(4)}"
+    f, _ = _prefix_fields(s[: m.start() + (1 if s[m.start()] == " " else 0)])
+    return Record(s[m.end():].rstrip(), "nccl", lvl, f.get("host"), f.get("pid"), f.get("tid"),  # type: ignore[arg-type]
+                  dev, meta.get("rank"), meta.get("ts"), where, meta.get("pg"))  # type: ignore[arg-type]

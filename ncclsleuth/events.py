@@ -1,0 +1,630 @@
+"""Typed events: what one log line (or one multi-line block) means.
+
+Every event carries its origin (file, line) so a finding can quote it as evidence,
+plus whatever the line's envelope told us (host, pid, tid, device, launcher rank,
+timestamp).  The typed fields come from the grammar (`ncclsleuth/grammar`).
+
+Events are frozen, slotted dataclasses: a 10,000-rank job produces millions of them
+and they must be cheap.  ``to_dict()`` returns builtins only, so JSON output and the
+per-file results shipped between processes never depend on these classes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+#: Event kinds that represent a problem line: each must be explained or listed.
+ERROR_KINDS: set[str] = set()
+#: kind name -> event class
+REGISTRY: dict[str, type[Event]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Common envelope of every event."""
+
+    kind: ClassVar[str] = "event"
+    is_error: ClassVar[bool] = False
+
+    source: str
+    line: int
+    text: str
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    dev: int | None = None
+    rank: int | None = None
+    ts: str | None = None
+    level: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as builtins, ``kind`` first, ``None`` values dropped."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                continue
+            out[f.name] = _plain(v)
+        return out
+
+    @property
+    def error(self) -> bool:
+        """True when this line reports a problem (WARN, exception, error-level log)."""
+        return self.is_error or self.level in ("WARN", "E", "F", "ERROR", "CRITICAL", "FATAL")
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    return v
+
+
+def register(kind: str, *, error: bool = False) -> Any:
+    """Class decorator: give an event class its kind and register it."""
+
+    def deco(cls: type[Event]) -> type[Event]:
+        cls.kind = kind
+        cls.is_error = error
+        REGISTRY[kind] = cls
+        if error:
+            ERROR_KINDS.add(kind)
+        return cls
+
+    return deco
+
+
+def ev(kind: str, *, error: bool = False):  # type: ignore[no-untyped-def]
+    """Shorthand: ``@ev("kind")`` = frozen slotted dataclass + register."""
+
+    def deco(cls: type) -> type[Event]:
+        return register(kind, error=error)(dataclass(frozen=True, slots=True)(cls))
+
+    return deco
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class Iface:
+    """One socket interface: ``[idx]name:addr``."""
+
+    name: str
+    addr: str | None = None
+    idx: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IbDev:
+    """One NET/IB device: ``[idx]mlx5_0:1/RoCE``."""
+
+    hca: str
+    port: int | None
+    link: str
+    idx: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEdge:
+    """One ``[ch] d0/d1/d2->me->up`` entry of a ``Trees`` line."""
+
+    channel: int
+    down: tuple[int, ...]
+    me: int
+    up: int
+
+
+# --------------------------------------------------------------------------- NCCL
+
+
+@ev("nccl_version")
+class NcclVersion(Event):
+    version: str = ""
+    cuda: str | None = None
+
+
+@ev("env_setting")
+class EnvSetting(Event):
+    name: str = ""
+    value: str = ""
+    origin: str = "nccl"  # nccl | torch | config
+
+
+@ev("bootstrap_iface")
+class BootstrapIface(Event):
+    ifaces: tuple[Iface, ...] = ()
+
+
+@ev("net_ib_devices")
+class NetIbDevices(Event):
+    devices: tuple[IbDev, ...] = ()
+    oob: Iface | None = None
+    plugin: str | None = None  # NET/IB vs NET/IBext etc.
+
+
+@ev("net_ib_none")
+class NetIbNone(Event):
+    plugin: str | None = None
+
+
+@ev("net_socket_ifaces")
+class NetSocketIfaces(Event):
+    ifaces: tuple[Iface, ...] = ()
+    count: int | None = None
+
+
+@ev("net_selected")
+class NetSelected(Event):
+    network: str = ""
+
+
+@ev("net_plugin")
+class NetPlugin(Event):
+    status: str = ""  # loaded | not_found | symbol_missing | internal | failed
+    name: str | None = None
+    detail: str | None = None
+
+
+@ev("ibverbs_missing")
+class IbverbsMissing(Event):
+    library: str = "libibverbs.so"
+
+
+@ev("comm_init")
+class CommInit(Event):
+    phase: str = ""  # START | COMPLETE
+    func: str | None = None
+    comm: str | None = None
+    comm_rank: int | None = None
+    nranks: int | None = None
+    cuda_dev: int | None = None
+    nvml_dev: int | None = None
+    bus_id: str | None = None
+    comm_id: str | None = None
+    parent: str | None = None
+    color: int | None = None
+    key: int | None = None
+
+
+@ev("comm_info")
+class CommInfo(Event):
+    comm: str | None = None
+    comm_rank: int | None = None
+    nranks: int | None = None
+    nnodes: int | None = None
+    local_ranks: int | None = None
+    local_rank: int | None = None
+
+
+@ev("comm_end")
+class CommEnd(Event):
+    phase: str = ""  # Destroy COMPLETE | Abort START | Abort COMPLETE ...
+    comm: str | None = None
+    comm_rank: int | None = None
+    nranks: int | None = None
+
+
+@ev("init_timings")
+class InitTimings(Event):
+    func: str | None = None
+    comm_rank: int | None = None
+    nranks: int | None = None
+    total: float = 0.0
+    phases: tuple[tuple[str, float], ...] = ()
+
+
+@ev("bootstrap_timings")
+class BootstrapTimings(Event):
+    total: float = 0.0
+    phases: tuple[tuple[str, float], ...] = ()
+
+
+@ev("ring")
+class Ring(Event):
+    channel: int = 0
+    nchannels: int | None = None
+    order: tuple[int, ...] = ()
+    truncated: bool = False
+
+
+@ev("trees")
+class Trees(Event):
+    edges: tuple[TreeEdge, ...] = ()
+
+
+@ev("channel_conn")
+class ChannelConn(Event):
+    channel: int = 0
+    conn_index: int | None = None
+    src: int = 0
+    src_dev: str | None = None
+    dst: int = 0
+    dst_dev: str | None = None
+    direction: str | None = None  # send | receive | None (p2p/shm)
+    transport: str = ""  # P2P | SHM | NET | COLLNET
+    via: str = ""  # everything after "via "
+    net: str | None = None  # IB | Socket | plugin name (NET only)
+    nic: int | None = None
+    proxy_rank: int | None = None
+    gdr: bool = False
+
+
+@ev("connected")
+class Connected(Event):
+    what: str = ""
+    pxn: int | None = None
+    gdr: int | None = None
+
+
+@ev("nvls")
+class Nvls(Event):
+    available: bool | None = None
+    detail: str = ""
+
+
+@ev("channels_summary")
+class ChannelsSummary(Event):
+    coll: int | None = None
+    nvls: int | None = None
+    p2p: int | None = None
+
+
+@ev("err_trace")
+class ErrTrace(Event):
+    file: str = ""
+    fline: int = 0
+    code: int = 0
+    thread: str | None = None
+
+
+@ev("socket_error", error=True)
+class SocketError(Event):
+    op: str = ""  # connect | accept | recv | send | closed | poll | listen
+    peer: str | None = None
+    error: str = ""
+    func: str | None = None
+
+
+@ev("socket_retry")
+class SocketRetry(Event):
+    peer: str | None = None
+    error: str = ""
+
+
+@ev("no_interface", error=True)
+class NoInterface(Event):
+    what: str = ""
+
+
+@ev("bootstrap_error", error=True)
+class BootstrapError(Event):
+    error: str = ""
+
+
+@ev("ibv_error", error=True)
+class IbvError(Event):
+    call: str = ""
+    errno: int | None = None
+    error: str = ""
+    hca: str | None = None
+    port: int | None = None
+    cur_state: str | None = None
+    next_state: str | None = None
+    gid_index: int | None = None
+    local_gid: str | None = None
+    remote_gid: str | None = None
+
+
+@ev("ib_completion_error", error=True)
+class IbCompletionError(Event):
+    peer: str | None = None
+    status: int = 0
+    status_name: str | None = None
+    opcode: str | None = None
+    vendor_err: int | None = None
+    request: str | None = None
+    local_gid: str | None = None
+    remote_gid: str | None = None
+    hca: str | None = None
+    plugin: str | None = None
+
+
+@ev("ib_async_event", error=True)
+class IbAsyncEvent(Event):
+    hca: str | None = None
+    port: int | None = None
+    event: str = ""
+    fatal: bool = False
+
+
+@ev("duplicate_gpu", error=True)
+class DuplicateGpu(Event):
+    rank_a: int | None = None
+    rank_b: int | None = None
+    device: str | None = None
+
+
+@ev("shm_error", error=True)
+class ShmError(Event):
+    op: str = ""
+    path: str | None = None
+    size: int | None = None
+    error: str | None = None
+
+
+@ev("cuda_error", error=True)
+class CudaError(Event):
+    error: str = ""
+    code: int | None = None
+    origin: str = "nccl"  # nccl | torch
+
+
+@ev("alloc_failure", error=True)
+class AllocFailure(Event):
+    what: str = ""
+    bytes: int = 0
+
+
+@ev("syscall_error", error=True)
+class SyscallError(Event):
+    call: str = ""
+    error: str = ""
+
+
+@ev("proxy_error", error=True)
+class ProxyError(Event):
+    error: str = ""
+
+
+@ev("version_mismatch", error=True)
+class VersionMismatch(Event):
+    detail: str = ""
+
+
+@ev("topo_error", error=True)
+class TopoError(Event):
+    error: str = ""
+
+
+@ev("nccl_other")
+class NcclOther(Event):
+    message: str = ""
+    subsys: str | None = None
+    catalog_id: str | None = None
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+
+@ev("watchdog_timeout", error=True)
+class WatchdogTimeout(Event):
+    pg: str | None = None
+    pg_rank: int | None = None
+    seq: int | None = None
+    op: str | None = None
+    numel_in: int | None = None
+    numel_out: int | None = None
+    shape: str | None = None
+    timeout_ms: int | None = None
+    ran_ms: int | None = None
+
+
+@ev("work_status", error=True)
+class WorkStatus(Event):
+    """``Timeout at NCCL work: N, last enqueued NCCL work: N, last completed NCCL work: N``."""
+
+    what: str = ""  # timeout_at | exception_at | failure_at | dump_signal | update
+    pg: str | None = None
+    pg_rank: int | None = None
+    seq: int | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+
+
+@ev("desync_report", error=True)
+class DesyncReport(Event):
+    what: str = ""  # head | never_joined | not_joined | joined_not_finished | started | finished
+    seq: int | None = None
+    op: str | None = None
+    ranks: tuple[int, ...] = ()
+
+
+@ev("collective_mismatch", error=True)
+class CollectiveMismatch(Event):
+    rank_a: int | None = None
+    rank_b: int | None = None
+    seq_a: int | None = None
+    seq_b: int | None = None
+    op_a: str | None = None
+    op_b: str | None = None
+    shape_a: str | None = None
+    shape_b: str | None = None
+    differ: str | None = None
+
+
+@ev("nccl_error", error=True)
+class NcclErrorEv(Event):
+    where: str | None = None
+    reason: str = ""
+    nccl_version: str | None = None
+    exc_type: str | None = None
+
+
+@ev("nccl_error_class", error=True)
+class NcclErrorClass(Event):
+    code: str = ""  # ncclSystemError ...
+    detail: str = ""
+
+
+@ev("store_error", error=True)
+class StoreError(Event):
+    what: str = ""  # connect_timeout | connect_failed | resolve_failed | socket_timeout | wait_timeout | barrier_timeout | recv_failed | not_listening
+    peer_host: str | None = None
+    port: int | None = None
+    detail: str = ""
+
+
+@ev("addr_in_use", error=True)
+class AddrInUse(Event):
+    addr: str | None = None
+    port: int | None = None
+    detail: str = ""
+
+
+@ev("rendezvous_error", error=True)
+class RendezvousError(Event):
+    what: str = ""
+    detail: str = ""
+
+
+@ev("agent_failure", error=True)
+class AgentFailure(Event):
+    exitcode: int | None = None
+    local_rank: int | None = None
+    child_pid: int | None = None
+
+
+@ev("failure_field")
+class FailureField(Event):
+    """One ``key : value`` line of torchrun's ChildFailedError block."""
+
+    name: str = ""
+    value: str = ""
+    block: str | None = None  # root_cause | failures
+
+
+@ev("failure_block_head")
+class FailureBlockHead(Event):
+    block: str = ""
+
+
+@ev("traceback", error=True)
+class Traceback(Event):
+    exc_type: str = ""
+    message: str = ""
+    start_line: int | None = None
+    frames: int = 0
+    last_frame: str | None = None
+
+
+@ev("exception", error=True)
+class ExceptionLine(Event):
+    exc_type: str = ""
+    message: str = ""
+
+
+@ev("cuda_oom", error=True)
+class CudaOom(Event):
+    detail: str = ""
+
+
+@ev("hw_error", error=True)
+class HwError(Event):
+    what: str = ""  # ecc | xid | fell_off_bus | ...
+    detail: str = ""
+
+
+@ev("heartbeat_stuck", error=True)
+class HeartbeatStuck(Event):
+    seconds: int | None = None
+
+
+@ev("pg_options")
+class PgOptions(Event):
+    pg: str | None = None
+    timeout_ms: int | None = None
+    size: int | None = None
+    global_rank: int | None = None
+    nccl_version: str | None = None
+
+
+@ev("env_deprecated")
+class EnvDeprecated(Event):
+    old: str = ""
+    new: str = ""
+
+
+@ev("signal_exit")
+class SignalExit(Event):
+    child_pid: int | None = None
+    signal: str = ""
+
+
+@ev("torch_log")
+class TorchLog(Event):
+    """A PyTorch distributed log line with a level but no more specific meaning."""
+
+    message: str = ""
+    component: str | None = None
+
+
+# --------------------------------------------------------------------------- nccl-tests
+
+
+@ev("nccltests_rank")
+class NcclTestsRank(Event):
+    test_rank: int = 0
+    group: int | None = None
+    test_pid: int | None = None
+    test_host: str | None = None
+    device: int | None = None
+    bus_id: str | None = None
+    gpu_name: str | None = None
+
+
+@ev("nccltests_row")
+class NcclTestsRow(Event):
+    size: int = 0
+    count: int = 0
+    dtype: str = ""
+    redop: str | None = None
+    root: int | None = None
+    time_us: float = 0.0
+    algbw: float = 0.0
+    busbw: float = 0.0
+    wrong: str | None = None
+    ip_time_us: float | None = None
+    ip_algbw: float | None = None
+    ip_busbw: float | None = None
+    ip_wrong: str | None = None
+
+
+@ev("nccltests_avg_bw")
+class NcclTestsAvgBw(Event):
+    busbw: float = 0.0
+
+
+@ev("nccltests_failure", error=True)
+class NcclTestsFailure(Event):
+    where: str | None = None
+    message: str = ""
+
+
+@ev("nccltests_oob")
+class NcclTestsOob(Event):
+    count: int = 0
+
+
+@ev("text")
+class Text(Event):
+    """A line that matched nothing: kept, never dropped."""
+
+
+@ev("warn_text", error=True)
+class WarnText(Event):
+    """A WARN/error line we recognise as a problem but not its meaning."""
+
+    message: str = ""
+
+
+def field_types(cls: type[Event]) -> dict[str, Any]:
+    """Resolved type hints of an event class (cached by the builder)."""
+    return typing.get_type_hints(cls)
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]
+_ = field  # re-exported for subclasses that need defaults factories

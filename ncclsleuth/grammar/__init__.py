@@ -1,0 +1,210 @@
+"""The message grammar and its shape cache.
+
+``messages.lark`` (Lark, LALR) is the single source of truth for what a message means.
+Parsing every line with it would cost tens of microseconds a line, and NCCL logs are
+extremely repetitive: the same ``Channel NN/M : a[b] -> c[d] via ...`` shape on every
+rank and channel.  So :class:`ShapeCache` parses the first line of each *shape* (the
+message with its digit runs masked) with Lark, remembers where each field's token sat
+in terms of the literal/digit segments of the line, and for later lines of that shape
+rebuilds the same fields from the new line's segments without calling Lark.
+
+A token boundary that falls inside a digit run cannot be replayed; such a shape is
+marked uncacheable and always parsed.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Tree
+from lark.exceptions import LarkError
+
+_HERE = Path(__file__).parent
+_DIGITS = re.compile(r"(\d+)")
+
+RawFields = dict[str, Any]  # name -> str | list[str]
+
+
+def _cache_path() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(tempfile.gettempdir(), "ncclsleuth-cache")
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError:
+        base = tempfile.gettempdir()
+    return os.path.join(base, "ncclsleuth-grammar-%s.lark.cache" % os.getuid() if hasattr(os, "getuid") else "g")
+
+
+_parser: Lark | None = None
+
+
+def parser() -> Lark:
+    """The compiled LALR parser (compiled once, cached on disk by Lark)."""
+    global _parser
+    if _parser is None:
+        try:
+            _parser = Lark.open(str(_HERE / "messages.lark"), parser="lalr", lexer="contextual",
+                                cache=_cache_path())
+        except OSError:  # read-only cache location: compile in memory
+            _parser = Lark.open(str(_HERE / "messages.lark"), parser="lalr", lexer="contextual")
+    return _parser
+
+
+# --------------------------------------------------------------------------- tree -> raw
+
+
+def raw_of(tree: Tree) -> tuple[str, dict[str, Any]]:
+    """Flatten a parse tree into ``(kind, {field: Token | [Token, ...]})``."""
+    msg = tree.children[0] if tree.data == "start" else tree
+    assert isinstance(msg, Tree)
+    fields: dict[str, Any] = {}
+    kind = str(msg.data)
+    if kind in _WRAPPERS:  # e.g. sock_err: SOCKFN ":" <the real message rule>
+        inner = next(c for c in msg.children if isinstance(c, Tree))
+        kind = str(inner.data)
+    _collect(msg, fields)
+    return kind, fields
+
+
+_WRAPPERS = frozenset({"sock_err"})
+
+
+def _collect(t: Tree, fields: dict[str, Any]) -> None:
+    for c in t.children:
+        if isinstance(c, Token):
+            fields.setdefault("_" + c.type.lower(), c)
+            continue
+        name = str(c.data)
+        if name.startswith("f_"):
+            fields[name[2:]] = c.children[0]
+        elif name.startswith("l_"):
+            fields[name[2:]] = [x for x in c.children if isinstance(x, Token)]
+        else:
+            _collect(c, fields)
+
+
+# --------------------------------------------------------------------------- shape cache
+
+
+class _Template:
+    """Where each field's text lies, as (seg_start, off_start, seg_end, off_end)."""
+
+    __slots__ = ("kind", "spans")
+
+    def __init__(self, kind: str, spans: dict[str, Any]) -> None:
+        self.kind = kind
+        self.spans = spans
+
+    def fill(self, parts: list[str]) -> RawFields:
+        out: RawFields = {}
+        for name, sp in self.spans.items():
+            if isinstance(sp, list):
+                out[name] = [_cut(parts, s) for s in sp]
+            else:
+                out[name] = _cut(parts, sp)
+        return out
+
+
+def _cut(parts: list[str], sp: tuple[int, int, int, int | None]) -> str:
+    i, oi, j, oj = sp
+    if i == j:
+        return parts[i][oi:oj]
+    return parts[i][oi:] + "".join(parts[i + 1:j]) + parts[j][:oj]
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+def _span(starts: list[int], parts: list[str], s: int, e: int) -> tuple[int, int, int, int | None]:
+    i = bisect_right(starts, s) - 1
+    oi = s - starts[i]
+    if i % 2 and oi:
+        raise _Uncacheable
+    j = bisect_right(starts, e - 1) - 1 if e > s else i
+    oj: int | None = e - starts[j]
+    if j % 2:
+        if oj != len(parts[j]):
+            raise _Uncacheable
+        oj = None
+    return i, oi, j, oj
+
+
+def _template(kind: str, fields: dict[str, Any], parts: list[str]) -> _Template:
+    starts, pos = [], 0
+    for p in parts:
+        starts.append(pos)
+        pos += len(p)
+    spans: dict[str, Any] = {}
+    for name, v in fields.items():
+        if isinstance(v, list):
+            spans[name] = [_span(starts, parts, t.start_pos, t.end_pos) for t in v]
+        else:
+            spans[name] = _span(starts, parts, v.start_pos, v.end_pos)
+    return _Template(kind, spans)
+
+
+_MISS = object()
+
+
+class ShapeCache:
+    """Parse message texts, reusing the parse of the first text of each shape.
+
+    ``parse(text)`` returns ``(kind, fields)`` with fields as plain strings (or lists of
+    strings), or ``None`` when the grammar does not accept the text.
+    """
+
+    def __init__(self, enabled: bool = True, max_shapes: int = 200_000) -> None:
+        self.enabled = enabled
+        self.max_shapes = max_shapes
+        self._shapes: dict[str, Any] = {}
+        self.hits = self.misses = self.parses = 0
+
+    def parse(self, text: str) -> tuple[str, RawFields] | None:
+        if not self.enabled:
+            return _parse_plain(text)
+        parts = _DIGITS.split(text)
+        key = "\x00".join(parts[0::2]) if len(parts) > 1 else text
+        tpl = self._shapes.get(key, _MISS)
+        if tpl is not _MISS:
+            self.hits += 1
+            if tpl is None:
+                return None
+            if tpl is False:  # known-uncacheable shape
+                return _parse_plain(text)
+            return tpl.kind, tpl.fill(parts)
+        self.misses += 1
+        self.parses += 1
+        try:
+            tree = parser().parse(text)
+        except LarkError:
+            self._remember(key, None)
+            return None
+        kind, fields = raw_of(tree)
+        try:
+            tpl = _template(kind, fields, parts)
+        except _Uncacheable:
+            self._remember(key, False)
+        else:
+            self._remember(key, tpl)
+        return kind, _stringify(fields)
+
+    def _remember(self, key: str, value: Any) -> None:
+        if len(self._shapes) < self.max_shapes:
+            self._shapes[key] = value
+
+
+def _stringify(fields: dict[str, Any]) -> RawFields:
+    return {k: [str(t) for t in v] if isinstance(v, list) else str(v) for k, v in fields.items()}
+
+
+def _parse_plain(text: str) -> tuple[str, RawFields] | None:
+    try:
+        tree = parser().parse(text)
+    except LarkError:
+        return None
+    kind, fields = raw_of(tree)
+    return kind, _stringify(fields)

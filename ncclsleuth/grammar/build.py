@@ -1,0 +1,427 @@
+"""From grammar output (rule name + field strings) to typed event fields.
+
+The grammar decides *what* a message is and *where* each value is; this module only
+converts the value strings to their types (``int``, ``float``, interface records) and
+maps grammar rule names to event kinds.  It is the step the shape cache replays, so it
+must depend on nothing but the field strings.
+"""
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from .. import events as E
+
+Fields = dict[str, Any]
+
+# grammar rule (alias) -> (event kind, fixed fields)
+ALIASES: dict[str, tuple[str, Fields]] = {
+    "version": ("nccl_version", {}),
+    "no_interface_bootstrap": ("no_interface", {"what": "bootstrap: no socket interface found"}),
+    "no_interface_socket": ("no_interface", {"what": "NET/Socket: no usable interface found"}),
+    "no_interface_ib": ("no_interface", {"what": "NET/IB: no IP interface found"}),
+    "no_interface_oob": ("no_interface", {"what": "no device found matching NCCL_OOB_NET_IFNAME"}),
+    "no_interface_subnet": ("no_interface", {"what": "no interface in the same subnet as the remote address"}),
+    "ib_async_fatal": ("ib_async_event", {"fatal": True}),
+    "plugin_not_found": ("net_plugin", {"status": "not_found"}),
+    "plugin_symbol": ("net_plugin", {"status": "symbol_missing"}),
+    "plugin_loaded": ("net_plugin", {"status": "loaded"}),
+    "sock_connect": ("socket_error", {"op": "connect"}),
+    "sock_closed": ("socket_error", {"op": "closed", "error": "Connection closed by remote peer"}),
+    "sock_accept": ("socket_error", {"op": "accept"}),
+    "sock_exceeded": ("socket_error", {"op": "connect", "error": "exceeded retries"}),
+    "sock_family": ("socket_error", {"op": "connect"}),
+    "shm_error": ("shm_error", {}),
+    "shm_error_attach": ("shm_error", {"op": "attaching to"}),
+    "shm_error_unlink": ("shm_error", {"op": "unlink"}),
+    "alloc_failure_host": ("alloc_failure", {"what": "malloc"}),
+    "nvls": ("nvls", {}),
+    "nvls_bind_failed": ("nvls", {"available": False}),
+    "ring_peer": ("nccl_other", {}),
+    "ws_timeout_at": ("work_status", {"what": "timeout_at"}),
+    "ws_exception_at": ("work_status", {"what": "exception_at"}),
+    "ws_failure_at": ("work_status", {"what": "failure_at"}),
+    "ws_dump_signal": ("work_status", {"what": "dump_signal"}),
+    "ws_update": ("work_status", {"what": "update"}),
+    "desync_head": ("desync_report", {"what": "head"}),
+    "desync_not_joined": ("desync_report", {"what": "not_joined"}),
+    "desync_joined_not_finished": ("desync_report", {"what": "joined_not_finished"}),
+    "desync_finished": ("desync_report", {"what": "finished"}),
+    "desync_started": ("desync_report", {"what": "started"}),
+    "desync_never_joined": ("desync_report", {"what": "never_joined"}),
+    "store_connect_timeout": ("store_error", {"what": "connect_timeout"}),
+    "store_connect_failed": ("store_error", {"what": "connect_failed"}),
+    "store_resolve_failed": ("store_error", {"what": "resolve_failed"}),
+    "store_not_listening": ("store_error", {"what": "not_listening"}),
+    "store_socket_timeout": ("store_error", {"what": "socket_timeout"}),
+    "store_barrier_timeout": ("store_error", {"what": "barrier_timeout"}),
+    "store_uniqueid": ("store_error", {"what": "uniqueid"}),
+    "store_recv_failed": ("store_error", {"what": "recv_failed"}),
+    "store_wait_timeout": ("store_error", {"what": "wait_timeout"}),
+    "addr_bind_failed": ("addr_in_use", {}),
+    "addr_listen_failed": ("addr_in_use", {}),
+    "addr_errno": ("addr_in_use", {}),
+    "hw_ecc": ("hw_error", {"what": "ecc"}),
+    "hw_xid": ("hw_error", {"what": "xid"}),
+    "hw_bus": ("hw_error", {"what": "fell_off_bus"}),
+    "cuda_error_torch": ("cuda_error", {"origin": "torch"}),
+}
+
+_IFACE = re.compile(
+    r"^(?:\[(\d+)\])?(.+?)(?::((?:\d{1,3}\.){3}\d{1,3}(?:<\w*>)?|[0-9a-fA-F]*:[0-9a-fA-F:.]*(?:%\S+?)?(?:<\w*>)?"
+    r"|<\w+>|[^:]*<\w*>))?$")
+_IBDEV = re.compile(r"^\[(\d+)\](.*?)(?::(\d+))?(?::\d+){0,2}/(\w+)(?:/\S*)?$")
+_FP = re.compile(r"(SequenceNumber|OpType|TensorShape)=(\[[^\]]*\]|[A-Z_a-z]+|\d+)")
+_EXC_PRE = re.compile(r"([\w.]*(?:Error|Exception))\s*:?\s*$")
+_SIZE = re.compile(r"size: (\d+)")
+_TIMEOUT = re.compile(r"TIMEOUT\(ms\): (\d+)")
+_GRANK = re.compile(r"global rank: (\d+)")
+_NCCLV = re.compile(r"NCCL version: ([\d.]+)")
+_PGNAME = re.compile(r"PG Name: (\S+)")
+_PORT = re.compile(r":(\d+)\b")
+
+
+def iface(tok: str) -> E.Iface:
+    """``[0]eth0:10.0.0.1<0>`` / ``eno1:avahi:1.2.3.4<0>`` / ``veth0:fe80::1%veth0<0>``."""
+    m = _IFACE.match(tok)
+    if not m:
+        return E.Iface(name=tok)
+    addr = m.group(3)
+    if addr and "<" in addr:
+        addr = addr[: addr.index("<")]
+    return E.Iface(name=m.group(2), addr=addr or None, idx=int(m.group(1)) if m.group(1) else None)
+
+
+def ibdev(tok: str) -> list[E.IbDev]:
+    """``[0]mlx5_0:1/IB``; the 2.23 merged form ``[0]={[0] mlx5_0:1/IB, [1] ...}``."""
+    if "={" in tok:
+        inner = tok[tok.index("{") + 1: tok.rindex("}") if "}" in tok else len(tok)]
+        out = []
+        for part in inner.split(","):
+            out.extend(ibdev(part.strip().replace("] ", "]", 1)))
+        return out
+    m = _IBDEV.match(tok)
+    if not m:
+        return [E.IbDev(hca=tok, port=None, link="?")]
+    return [E.IbDev(hca=m.group(2), port=int(m.group(3)) if m.group(3) else None, link=m.group(4),
+                    idx=int(m.group(1)))]
+
+
+def tree_edges(tokens: list[str]) -> tuple[E.TreeEdge, ...]:
+    out = []
+    for idx, spec in zip(tokens[0::2], tokens[1::2]):
+        ch = int(idx.strip("[]"))
+        first = spec.split("|")[0]
+        a, me, b = first.split("->")
+        if "/" in b and "/" not in a:  # 2.4: up->me->d0/d1/d2
+            up, downs = a, b
+        else:  # 2.5+: d0/d1/d2->me->up
+            downs, up = a, b
+        out.append(E.TreeEdge(ch, tuple(int(x) for x in downs.split("/")), int(me), int(up)))
+    return tuple(out)
+
+
+def via_fields(via: str) -> Fields:
+    """``NET/IB/0/GDRDMA``, ``NET/IB/1(0)/GDRDMA``, ``P2P/IPC/read``, ``SHM/direct/direct``."""
+    v = via.strip()
+    if v.startswith("direct shared memory"):
+        return {"transport": "SHM"}
+    parts = v.split("/")
+    head = parts[0].upper() if parts else ""
+    f: Fields = {"transport": head if head in ("P2P", "SHM", "NET", "COLLNET") else parts[0]}
+    if head == "NET" and len(parts) > 1:
+        f["net"] = parts[1]
+        if len(parts) > 2:
+            nic = parts[2]
+            if "(" in nic:
+                nic, proxy = nic.split("(", 1)
+                f["proxy_rank"] = _int(proxy.rstrip(")"))
+            f["nic"] = _int(nic)
+        f["gdr"] = "GDRDMA" in v
+    return f
+
+
+def _int(s: str | None) -> int | None:
+    if s is None:
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        try:
+            return int(s, 16)
+        except ValueError:
+            return None
+
+
+def _float(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- per-kind fixes
+
+
+def _b_version(f: Fields) -> None:
+    v = f.pop("version", "")
+    ver, _, cuda = v.partition("+cuda")
+    f["version"], f["cuda"] = ver, cuda or None
+
+
+def _b_env(f: Fields) -> None:
+    f["value"] = f.get("value", "").rstrip().rstrip(".")
+
+
+def _b_ifaces(f: Fields) -> None:
+    toks = f.pop("ifaces", [])
+    f["ifaces"] = tuple(iface(t) for t in toks)
+
+
+def _b_ibdevs(f: Fields) -> None:
+    devs: list[E.IbDev] = []
+    for t in f.pop("ibdevs", []):
+        devs.extend(ibdev(t))
+    f["devices"] = tuple(devs)
+    if "oob" in f:
+        f["oob"] = iface(f["oob"])
+    f["plugin"] = f.pop("_netib", None)
+
+
+def _b_comm(f: Fields, kind: str) -> str:
+    phase = f.get("phase") or ""
+    if phase.startswith(("Destroy", "Abort", "Revoke")):
+        return "comm_end"
+    f["phase"] = phase.split()[-1] if phase else "INFO"
+    return "comm_init"
+
+
+def _b_phases(f: Fields) -> None:
+    toks = f.pop("phases", [])
+    f["phases"] = tuple((k, float(v)) for k, v in zip(toks[0::2], toks[1::2]))
+
+
+def _b_trace(f: Fields) -> None:
+    file, _, line = f.get("file", "").rpartition(":")
+    f["file"], f["fline"] = file, _int(line)
+    if "_thread" in f:
+        f["thread"] = f["_thread"].strip("[]")
+
+
+def _b_ring(f: Fields) -> None:
+    ch = f.pop("chan", "0")
+    c, _, n = ch.partition("/")
+    f["channel"], f["nchannels"] = int(c), _int(n) if n else None
+    f["order"] = tuple(int(x) for x in f.pop("order", []))
+    f["truncated"] = "_ellipsis" in f
+
+
+def _b_conn(f: Fields) -> None:
+    ch = f.pop("chan", "0")
+    c, _, n = ch.partition("/")
+    f["channel"], f["conn_index"] = int(c), _int(n) if n else None
+    for end in ("src", "dst"):
+        r, _, d = f.pop(end, "0[0]").partition("[")
+        f[end], f[end + "_dev"] = int(r), d.rstrip("]")
+    f.update(via_fields(f.get("via", "")))
+
+
+def _b_call(f: Fields) -> str:
+    call = f.get("call", "")
+    if "errno" in f:
+        f["errno"] = _int(f["errno"])
+    err = f.get("error", "")
+    if call.startswith("ibv_") or call.startswith("wrap_ibv"):
+        m = re.search(r"on dev (\S+?):(\d+), curr state (\w+), next state (\w+), local GID index (-?\d+), "
+                      r"local GID (\S+), remote GID (\S+)", err)
+        if m:
+            f.update(hca=m.group(1), port=int(m.group(2)), cur_state=m.group(3), next_state=m.group(4),
+                     gid_index=int(m.group(5)), local_gid=m.group(6).rstrip(","), remote_gid=m.group(7))
+            f["error"] = err[: err.find(", on dev")]
+        return "ibv_error"
+    if call in ("connect", "accept", "recv", "send", "socket", "bind", "listen", "poll", "getsockname",
+                "setsockopt") or "from" in f or "peer" in f:
+        f["op"] = call
+        return "socket_error"
+    if call in ("posix_fallocate", "shm_open", "mmap", "ftruncate", "shm_unlink", "unlink", "fallocate"):
+        f["op"] = call
+        return "shm_error"
+    return "syscall_error"
+
+
+def _b_ib_completion(f: Fields) -> None:
+    st = f.pop("status", None)
+    sn = f.pop("status_name", None)
+    if st is not None:
+        f["status"] = _int(st)
+    elif sn is not None:
+        m = re.match(r"(\w+)\((\d+)\)$", sn)
+        if m:
+            f["status_name"], f["status"] = m.group(1), int(m.group(2))
+        else:
+            f["status"] = _int(sn)
+    f["vendor_err"] = _int(f.get("vendor_err"))
+    f["plugin"] = f.pop("_netib", None)
+
+
+def _b_mismatch(f: Fields) -> None:
+    for side in ("a", "b"):
+        fp = f.pop("fp_" + side, None)
+        if not fp:
+            continue
+        vals = dict(_FP.findall(fp))
+        f["seq_" + side] = _int(vals.get("SequenceNumber"))
+        f["op_" + side] = vals.get("OpType")
+        f["shape_" + side] = vals.get("TensorShape")
+    rest = f.pop("_rest", "")
+    if "differ in the following aspects:" in rest:
+        f["differ"] = rest.split("aspects:", 1)[1].strip()
+
+
+def _b_pg_options(f: Fields) -> None:
+    d = f.get("detail", "")
+    for key, rx in (("size", _SIZE), ("timeout_ms", _TIMEOUT), ("global_rank", _GRANK)):
+        m = rx.search(d)
+        if m:
+            f[key] = int(m.group(1))
+    m = _NCCLV.search(d)
+    if m:
+        f["nccl_version"] = m.group(1)
+    m = _PGNAME.search(d)
+    if m:
+        f["pg"] = m.group(1).rstrip(",")
+
+
+def _b_store(f: Fields) -> None:
+    hp = f.pop("hostport", None)
+    if hp:
+        h, _, p = hp.strip("()").rpartition(",")
+        f["peer_host"], f["port"] = h.strip(), _int(p.strip())
+    if "_rest" in f and not f.get("detail"):
+        f["detail"] = f["_rest"]
+
+
+def _b_addr(f: Fields, kind: str) -> None:
+    addr = f.get("addr")
+    if addr:
+        m = _PORT.search(addr[-8:])
+        f["port"] = int(m.group(1)) if m else None
+    d = f.get("detail") or f.get("_rest") or ""
+    f["detail"] = d
+    if kind == "addr_listen_failed":
+        m = re.search(r"port: (\d+)", d)
+        if m:
+            f["port"] = int(m.group(1))
+
+
+# kind -> fixer(fields) (may return a replacement kind)
+_FIXERS: dict[str, Callable[..., Any]] = {
+    "version": _b_version,
+    "env_setting": _b_env,
+    "bootstrap_iface": _b_ifaces,
+    "net_socket_ifaces": _b_ifaces,
+    "net_ib_devices": _b_ibdevs,
+    "init_timings": _b_phases,
+    "bootstrap_timings": _b_phases,
+    "ring": _b_ring,
+    "err_trace": _b_trace,
+    "channel_conn": _b_conn,
+    "ib_completion_error": _b_ib_completion,
+    "collective_mismatch": _b_mismatch,
+    "pg_options": _b_pg_options,
+}
+
+
+def build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields]:
+    """Map a grammar rule and its raw field strings to an event class and typed fields."""
+    f = dict(raw)
+    kind, fixed = ALIASES.get(rule, (rule, {}))
+    f.update(fixed)
+    fixer = _FIXERS.get(rule) or _FIXERS.get(kind)
+    if fixer is not None:
+        fixer(f)
+    kind = _special(rule, kind, f, pre)
+    cls = E.REGISTRY.get(kind, E.NcclOther)
+    return cls, _typed(cls, f)
+
+
+def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
+    if rule == "comm_line":
+        return _b_comm(f, kind)
+    if rule == "call_failed":
+        return _b_call(f)
+    if rule == "sock_connect_maybe_retry":
+        f["op"] = "connect"
+        return "socket_retry" if "retrying" in f.get("error", "") else "socket_error"
+    if kind == "socket_error" and "_sockfn" in f:
+        f["func"] = f["_sockfn"]
+    if kind in ("store_error",):
+        _b_store(f)
+    elif kind == "addr_in_use":
+        _b_addr(f, rule)
+    elif kind == "cuda_error":
+        q = f.pop("_quoted", None)
+        if q is not None:
+            f["error"] = q.strip("'")
+        f["code"] = _int(f.get("code"))
+    elif kind == "shm_error" and "op" not in f:
+        f["op"] = "creating"
+    elif kind in ("nccl_error", "exception", "nccl_error_class") and pre:
+        m = _EXC_PRE.search(pre)
+        if m:
+            f.setdefault("exc_type", m.group(1))
+    if kind == "exception":
+        f["message"] = f.pop("message_opt", "")
+    elif kind == "nccltests_failure":
+        f["message"] = f.pop("message_opt", "") or f.get("_rest", "")
+    elif kind == "nvls":
+        f["available"] = False if f.get("_avail") or f.get("available") is False else f.get("available", True)
+        f["detail"] = f.get("detail", "")
+    elif kind == "failure_block_head":
+        f["block"] = "root_cause" if f.get("_failhead", "").startswith("Root") else "failures"
+    elif kind == "failure_field":
+        f["name"], f["value"] = f.pop("fkey", ""), f.pop("fvalue", "").strip()
+    elif kind == "ib_async_event" and "hcaport" in f:
+        h, _, p = f.pop("hcaport").rpartition(":")
+        f["hca"], f["port"] = h, _int(p)
+    elif kind == "connected":
+        f["what"] = f.get("what") or f.pop("what_rest", "")
+    elif kind == "trees":
+        f["edges"] = tree_edges(f.pop("tree", []))
+    elif kind == "net_plugin":
+        if "name_rest" in f:
+            f["name"] = f.pop("name_rest")
+    elif kind == "net_selected":
+        f["network"] = f.get("network", "").strip()
+    elif kind == "duplicate_gpu" and "device" not in f and "detail" in f:
+        f["device"] = None
+    elif kind == "nccl_other":
+        f = {"message": ""}
+    return kind
+
+
+_TYPES: dict[type, dict[str, Any]] = {}
+
+
+def _typed(cls: type[E.Event], f: Fields) -> Fields:
+    hints = _TYPES.get(cls)
+    if hints is None:
+        hints = {k: v for k, v in typing.get_type_hints(cls).items()
+                 if k not in E.Event.__dataclass_fields__ and not k.startswith("_")}
+        _TYPES[cls] = hints
+    out: Fields = {}
+    for name, tp in hints.items():
+        if name not in f:
+            continue
+        v = f[name]
+        if isinstance(v, str):
+            v = v.strip()
+            targs = typing.get_args(tp) or (tp,)
+            if int in targs and str not in targs:
+                v = _int(v)
+            elif float in targs and str not in targs:
+                v = _float(v)
+        out[name] = v
+    return out

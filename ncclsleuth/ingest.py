@@ -1,0 +1,273 @@
+"""Ingest: turn what the user pointed at into numbered text lines, one file at a time.
+
+Logs are the debris of a crash: compressed, binary, truncated, pasted.  This stage
+never raises on bad input; it records a :class:`Notice` (file + what was done) and
+moves on.  Files are streamed (``readline`` with a byte cap), never read whole, so a
+2 GB single-rank log costs the memory of one line.
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+#: Longest line kept; the rest of a longer line is dropped (with a notice).
+MAX_LINE_BYTES = 1 << 20
+_SNIFF = 8192
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
+_BINARY_MAGIC = (b"\x7fELF", b"PK\x03\x04", b"\x89PNG", b"%PDF", b"\xca\xfe\xba\xbe", b"7z\xbc\xaf")
+_SKIP_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".pdf", ".pt", ".pth", ".ckpt", ".safetensors", ".so",
+                  ".tar", ".zip", ".whl", ".pyc", ".npy", ".npz", ".bin", ".html", ".svg")
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One thing the user should know about an input (skipped, repaired, cut)."""
+
+    path: str
+    message: str
+    severity: str = "warning"  # warning | info
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message, "severity": self.severity}
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A readable input: a path on disk, or ``-`` for standard input."""
+
+    path: str
+
+    @property
+    def display(self) -> str:
+        return "<stdin>" if self.path == "-" else self.path
+
+
+@dataclass
+class Discovery:
+    """What :func:`discover` found: the files to read and the notices for the rest."""
+
+    files: list[InputFile] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+
+
+def discover(paths: Iterable[str]) -> Discovery:
+    """Expand files, folders (recursively, sorted, no symlink loops) and ``-``."""
+    out = Discovery()
+    seen: set[str] = set()
+    for p in paths:
+        if p == "-":
+            out.files.append(InputFile("-"))
+            continue
+        if not os.path.lexists(p):
+            out.notices.append(Notice(p, "no such file or folder"))
+            continue
+        if os.path.isdir(p):
+            _walk(p, out, seen)
+        else:
+            _add_file(p, out, seen)
+    return out
+
+
+def _walk(root: str, out: Discovery, seen: set[str]) -> None:
+    before = len(out.files)
+    visited: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+        try:
+            st = os.stat(dirpath)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in visited:  # symlink loop: a folder reached twice
+            out.notices.append(Notice(dirpath, "folder already visited (symlink loop), skipped"))
+            dirnames[:] = []
+            continue
+        visited.add(key)
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            _add_file(os.path.join(dirpath, name), out, seen)
+    if len(out.files) == before:
+        out.notices.append(Notice(root, "folder holds no readable log files"))
+
+
+def _add_file(path: str, out: Discovery, seen: set[str]) -> None:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        out.notices.append(Notice(path, f"cannot read: {exc.strerror or exc}, skipped"))
+        return
+    if not stat.S_ISREG(st.st_mode):
+        out.notices.append(Notice(path, "not a regular file (FIFO, device or socket), skipped"))
+        return
+    real = os.path.realpath(path)
+    if real in seen:
+        return
+    seen.add(real)
+    if path.lower().endswith(_SKIP_SUFFIXES):
+        out.notices.append(Notice(path, "not a log file (by its extension), skipped", "info"))
+        return
+    out.files.append(InputFile(path))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _open_binary(inp: InputFile) -> BinaryIO:
+    if inp.path == "-":
+        return sys.stdin.buffer
+    return open(inp.path, "rb")  # noqa: SIM115 - closed by the caller
+
+
+def _decompress(raw: BinaryIO, head: bytes) -> tuple[BinaryIO, str | None]:
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw), "gzip"  # type: ignore[return-value]
+    if head.startswith(b"BZh"):
+        return bz2.BZ2File(raw), "bzip2"  # type: ignore[return-value]
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(raw), "xz"  # type: ignore[return-value]
+    return raw, None
+
+
+def _looks_binary(head: bytes) -> str | None:
+    if head.startswith(_BINARY_MAGIC):
+        return "binary file"
+    if len(head) > 262 and head[257:262] == b"ustar":
+        return "tar archive"
+    if not head:
+        return None
+    nul = head.count(b"\x00")
+    if nul > len(head) // 10:
+        return "binary file"
+    ctrl = sum(1 for b in head if b < 9 or 13 < b < 32) - nul
+    if ctrl > len(head) // 10:
+        return "binary file"
+    return None
+
+
+class LineReader:
+    """Iterates ``(line_number, text)`` over one input, repairing what it can.
+
+    The notices it raises (decoding repaired, long line cut, truncated archive) are
+    collected in :attr:`notices` once iteration ends.
+    """
+
+    def __init__(self, inp: InputFile, max_line: int = MAX_LINE_BYTES) -> None:
+        self.inp = inp
+        self.max_line = max_line
+        self.notices: list[Notice] = []
+        self.bytes_read = 0
+        self.lines = 0
+
+    def _note(self, msg: str, severity: str = "warning") -> None:
+        self.notices.append(Notice(self.inp.display, msg, severity))
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        try:
+            raw = _open_binary(self.inp)
+        except OSError as exc:
+            self._note(f"cannot read: {exc.strerror or exc}, skipped")
+            return
+        try:
+            yield from self._read(raw)
+        except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+            self._note(f"read stopped after line {self.lines}: {exc} (file truncated or corrupt); "
+                       "the lines before were analysed")
+        finally:
+            if self.inp.path != "-":
+                raw.close()
+
+    def _read(self, raw: BinaryIO) -> Iterator[tuple[int, str]]:
+        peek = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""  # type: ignore[attr-defined]
+        stream, codec = _decompress(raw, peek)
+        if codec:
+            head = stream.peek(_SNIFF)[:_SNIFF] if hasattr(stream, "peek") else b""  # type: ignore[attr-defined]
+        else:
+            head = peek
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            self._note("UTF-16 text, decoded", "info")
+            yield from self._read_text(io.TextIOWrapper(stream, encoding="utf-16", errors="replace"))
+            return
+        why = _looks_binary(head)
+        if why:
+            self._note(f"{why}, not a text log, skipped")
+            return
+        if b"\n" not in head and b"\r" in head:
+            self._note("CR-only line ends, split on CR", "info")
+            yield from self._read_text(io.TextIOWrapper(stream, encoding="utf-8", errors="replace",
+                                                        newline="\r"))
+            return
+        yield from self._read_bytes(stream)
+
+    def _read_text(self, text: io.TextIOWrapper) -> Iterator[tuple[int, str]]:
+        for line in text:
+            self.lines += 1
+            self.bytes_read += len(line)
+            for seg in clean(line):
+                yield self.lines, seg
+
+    def _read_bytes(self, stream: BinaryIO) -> Iterator[tuple[int, str]]:
+        limit = self.max_line
+        readline = stream.readline
+        bad_utf8 = cut = 0
+        n = 0
+        while True:
+            b = readline(limit)
+            if not b:
+                break
+            n += 1
+            self.bytes_read += len(b)
+            if len(b) == limit and not b.endswith(b"\n"):
+                dropped = self._skip_rest(readline)
+                self.bytes_read += dropped
+                cut += 1
+                if cut == 1:
+                    self._note(f"line {n} is longer than {limit} bytes: cut at {limit} bytes "
+                               f"({dropped} bytes dropped)")
+            try:
+                s = b.decode("utf-8")
+            except UnicodeDecodeError:
+                s = b.decode("utf-8", "replace")
+                bad_utf8 += 1
+            if "\x00" in s:
+                s = s.replace("\x00", "")
+            self.lines = n
+            for seg in clean(s):
+                yield n, seg
+        if bad_utf8:
+            self._note(f"{bad_utf8} line(s) with invalid UTF-8, decoded with replacement characters")
+        if cut > 1:
+            self._note(f"{cut} lines longer than {limit} bytes were cut")
+
+    @staticmethod
+    def _skip_rest(readline) -> int:  # type: ignore[no-untyped-def]
+        dropped = 0
+        while True:
+            b = readline(1 << 16)
+            dropped += len(b)
+            if not b or b.endswith(b"\n"):
+                return dropped
+
+
+def clean(line: str) -> list[str]:
+    """Strip line ends and ANSI codes; split ``\\r`` redraws into their segments.
+
+    Every non-empty segment of a redrawn line is kept: an error glued to a progress
+    bar must not be lost.  An empty line stays an empty line (it separates WARNs).
+    """
+    line = line.rstrip("\r\n")
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "\r" in line:
+        parts = [p for p in line.split("\r") if p.strip()]
+        return parts or [""]
+    return [line]

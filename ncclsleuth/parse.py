@@ -1,0 +1,208 @@
+"""Lines -> typed events: envelope, anchor, grammar (through the shape cache), builder.
+
+One :class:`FileParser` per input stream.  It is stateful only where a meaning spans
+lines: a Python traceback becomes one event at its exception line, and torchrun's
+ChildFailedError block gives its ``key : value`` lines their meaning.
+
+Cheap filters first: an NCCL line is found with ``str.find``; any other line costs
+one anchor regex search, and only lines with an anchor reach the grammar.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from . import catalog
+from . import events as E
+from .envelope import Record, peel
+from .grammar import ShapeCache
+from .grammar.build import build
+
+# Where a meaningful message may start inside a non-NCCL line (PyTorch, nccl-tests,
+# NCCL text pasted without its prefix).  Order does not matter: the earliest wins.
+_ANCHORS = re.compile(
+    r"NCCL version \d|NET/IB\w*\s*:|NET/Socket|NET/Plugin|Bootstrap ?:|Watchdog caught|[Cc]aught collective operation timeout"
+    r"|Timeout at NCCL work|Exception \(either|failure detected by watchdog|Received a dump signal"
+    r"|NCCL Work update|Timeout at collective|\[\d+(?:, *\d+)*\] (?:finished|joined|started)"
+    r"|To our best knowledge|Detected mismatch between collectives|NCCL error in:"
+    r"|nccl(?:SystemError|RemoteError|InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError):"
+    r"|The client socket|The (?:IPv[46] )?network addresses|No socket on|Socket Timeout"
+    r"|Timed out initializing process group|\[\d+\] is setting up NCCL|Failed to recv, got 0|wait timeout after"
+    r"|The server socket|\[Errno 98\]|failed \(exitcode|Root Cause \(first|Failures:$|CUDA error:"
+    r"|CUDA out of memory|uncorrectable ECC|NVRM: Xid|fallen off the bus|ProcessGroupNCCL's watchdog got stuck"
+    r"|Heartbeat monitor timed out|ProcessGroupNCCL (?:initialization options|initialized with|environments)"
+    r"|Environment variable \w+ is deprecated|Signal \d+ \(|Work WorkNCCL|#\s+Rank\s|# Avg bus bandwidth"
+    r"|# Out of bounds|Test (?:\w+ )?failure|\.\. \S+ pid \d+: Test failure|Duplicate GPU detected"
+    r"|Multiple Ranks are using|Error while (?:creating|attaching)|Call to \w+ |Cuda failure|Failed to CUDA"
+    r"|Failed to open libibverbs|Got completion|Connection closed by remote peer|Accept failed"
+    r"|connecting to address with family|Connect to \S+ failed|Attribute \w+ of node|Mismatched NCCL version"
+    r"|\w+: [Cc]onnect to \S+ (?:failed|returned)|Socket recv failed|Using network \w"
+)
+_ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
+_EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
+_FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
+_TB_START = "Traceback (most recent call last):"
+_ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
+
+
+@dataclass
+class _Tb:
+    start: int
+    frames: int = 0
+    last_frame: str | None = None
+    text: str = ""
+
+
+@dataclass
+class ParseStats:
+    """Counts for the coverage figure and the benchmark."""
+
+    lines: int = 0
+    records: int = 0
+    nccl_records: int = 0
+    nccl_unknown: int = 0  # nccl_other without a catalog match
+    nccl_text: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class FileParser:
+    """Parses one stream of lines into events."""
+
+    def __init__(self, source: str, cache: ShapeCache | None = None) -> None:
+        self.source = source
+        self.cache = cache or ShapeCache()
+        self.stats = ParseStats()
+        self._tb: dict[int | None, _Tb] = {}
+        self._in_failure_block = False
+        self._catalog: dict[str, tuple[str | None, str | None]] = {}
+
+    # ------------------------------------------------------------------ public
+    def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
+        """Events of all lines, then of anything left open at the end (a cut traceback)."""
+        for lineno, text in lines:
+            yield from self.parse_line(lineno, text)
+        yield from self.finish()
+
+    def parse_line(self, lineno: int, text: str) -> list[E.Event]:
+        self.stats.lines += 1
+        if not text.strip():
+            return []
+        out: list[E.Event] = []
+        for rec in peel(text):
+            self.stats.records += 1
+            if rec.family == "nccl":
+                ev = self._nccl(rec, lineno, text)
+            else:
+                ev = self._other(rec, lineno, text, out)
+            if ev is not None:
+                out.append(ev)
+                k = ev.kind
+                self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
+        return out
+
+    def finish(self) -> list[E.Event]:
+        out: list[E.Event] = []
+        for rank, tb in sorted(self._tb.items(), key=lambda kv: kv[1].start):
+            if tb.frames:
+                out.append(E.Traceback(source=self.source, line=tb.start, text=tb.text, rank=rank,
+                                       exc_type="", message="(traceback cut off: no exception line)",
+                                       start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame))
+        self._tb.clear()
+        return out
+
+    # ------------------------------------------------------------------ NCCL lines
+    def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:
+        self.stats.nccl_records += 1
+        body = rec.body
+        res = self.cache.parse(body) if body else None
+        if res is None and body:
+            m = _ANCHORS.search(body)
+            if m and m.start() > 0:
+                res = self.cache.parse(body[m.start():])
+        if res is not None:
+            cls, fields = build(res[0], res[1])
+            if cls is not E.NcclOther:
+                return self._make(cls, rec, lineno, text, fields)
+        cat_id, subsys = self._catalog_of(body, rec.level)
+        if cat_id is None:
+            self.stats.nccl_unknown += 1
+        return self._make(E.NcclOther, rec, lineno, text,
+                          {"message": body, "subsys": subsys, "catalog_id": cat_id})
+
+    def _catalog_of(self, body: str, level: str | None) -> tuple[str | None, str | None]:
+        key = re.sub(r"\d+", "#", body)
+        hit = self._catalog.get(key)
+        if hit is None:
+            fmt = catalog.lookup(body, level)
+            hit = (fmt.id, fmt.subsys.split("|")[0].replace("NCCL_", "")) if fmt else \
+                  (None, catalog.subsystem_guess(body))
+            if len(self._catalog) < 100_000:
+                self._catalog[key] = hit
+        return hit
+
+    # ------------------------------------------------------------------ other lines
+    def _other(self, rec: Record, lineno: int, text: str, out: list[E.Event]) -> E.Event | None:
+        body = rec.body
+        tb = self._tb.get(rec.rank)
+        if body.endswith(_TB_START):
+            self._tb[rec.rank] = _Tb(start=lineno, text=text)
+            if len(body) == len(_TB_START):
+                return self._make(E.Text, rec, lineno, text, {})
+            body = body[: -len(_TB_START)]
+        elif tb is not None and body.startswith(("File ", "  File ")) or (tb and text.startswith("  File ")):
+            tb.frames += 1
+            tb.last_frame = body.strip()
+            return self._make(E.Text, rec, lineno, text, {})
+        ev = self._anchored(rec, body, lineno, text)
+        if ev is None and _EXC.match(body):
+            ev = self._parse_at(rec, body, 0, lineno, text)
+        if tb is not None and (ev is not None and ev.kind != "failure_field") and not text[:1].isspace():
+            exc = ev if isinstance(ev, E.ExceptionLine) else None
+            exc_type = exc.exc_type if exc else (getattr(ev, "exc_type", None) or ev.kind)
+            message = exc.message if exc else body.strip()
+            out.append(E.Traceback(source=self.source, line=lineno, text=text, rank=rec.rank, ts=rec.ts,
+                                   exc_type=exc_type or "", message=message, start_line=tb.start,
+                                   frames=tb.frames, last_frame=tb.last_frame))
+            del self._tb[rec.rank]
+            if exc is not None:
+                return None  # the traceback event carries the exception line
+        if ev is None:
+            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)):
+                return self._make(E.WarnText, rec, lineno, text, {"message": body})
+            return self._make(E.Text, rec, lineno, text, {})
+        return ev
+
+    def _anchored(self, rec: Record, body: str, lineno: int, text: str) -> E.Event | None:
+        if self._in_failure_block and _FKEY.match(body):
+            ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
+            if ev is not None:
+                return ev
+        if body[:1] == " " or body[:1].isdigit():
+            if _ROW.match(body):
+                ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
+                if ev is not None:
+                    return ev
+        for m in _ANCHORS.finditer(body):
+            ev = self._parse_at(rec, body, m.start(), lineno, text)
+            if ev is not None:
+                return ev
+        if body.startswith("=====") or body.startswith("-----"):
+            self._in_failure_block = self._in_failure_block and body.startswith("-")
+        return None
+
+    def _parse_at(self, rec: Record, body: str, at: int, lineno: int, text: str) -> E.Event | None:
+        res = self.cache.parse(body[at:].rstrip())
+        if res is None:
+            return None
+        cls, fields = build(res[0], res[1], body[:at])
+        if cls is E.NcclOther:
+            return None
+        if cls is E.FailureBlockHead:
+            self._in_failure_block = True
+        return self._make(cls, rec, lineno, text, fields)
+
+    # ------------------------------------------------------------------ construction
+    def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict) -> E.Event:  # type: ignore[type-arg]
+        return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
+                   dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)

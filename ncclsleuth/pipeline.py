@@ -45,3 +45,38 @@ class EventRun:
 def iter_events(paths: list[str], cache: bool = True) -> EventRun:
     """All events of ``paths`` in file order, streaming."""
     return EventRun(paths, cache)
+
+
+# --------------------------------------------------------------------------- analyze
+
+
+def build_model(paths: list[str], cache: bool = True):  # type: ignore[no-untyped-def]
+    """Parse every input into one :class:`JobModel`; returns (model, notices, files_read)."""
+    from .model import JobModel
+
+    model = JobModel()
+    found = discover(paths)
+    notices = list(found.notices)
+    shapes = ShapeCache(enabled=cache)
+    files_read = 0
+    for inp in found.files:
+        events, reader = parse_file(inp, shapes)
+        model.add_source(inp.display)
+        for ev in events:
+            model.add(ev)
+        model.lines += reader.lines
+        notices.extend(reader.notices)
+        if reader.lines or not reader.notices:
+            files_read += 1
+    return model, notices, files_read
+
+
+def analyze(paths: list[str], rules=None, cache: bool = True):  # type: ignore[no-untyped-def]
+    """The main job: paths -> :class:`~ncclsleuth.report.Report` (and how many files were read)."""
+    from .rules.engine import build_report, load_rules
+
+    if rules is None:
+        rules, _ = load_rules()
+    model, notices, files_read = build_model(paths, cache)
+    report = build_report(model, rules, [n.to_dict() for n in notices])
+    return report, files_read

@@ -1,0 +1,129 @@
+"""``analyze``, ``rules list|explain|test`` and ``explain``: commands over the rule engine."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .cli import UserError, _guard, main
+from .exitcodes import EXIT_FINDINGS, EXIT_OK
+from .renderers import RENDERERS, render
+
+
+def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = True):  # type: ignore[no-untyped-def]
+    from .rules.engine import default_rule_dir, load_rules
+    from .rules.schema import RuleError
+
+    dirs = ([default_rule_dir()] if with_default else []) + [Path(d) for d in rule_dirs]
+    try:
+        rules, errors = load_rules(dirs, keep_going=keep_going)
+    except RuleError as exc:
+        raise UserError(f"{exc} (use --keep-going to skip broken rule files)") from None
+    for e in errors:
+        click.echo(f"ncclsleuth: rule error: {e} (skipped)", err=True)
+    return rules
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="terminal", show_default=True)
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra rule folder (repeatable), used with the shipped pack.")
+@click.option("--keep-going", is_flag=True, help="Skip malformed rule files instead of stopping.")
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error", "never"]), default="warning",
+              show_default=True, help="Exit 1 when a finding at or above this severity exists.")
+@click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache).")
+@click.option("--no-color", is_flag=True, help="Plain terminal output.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to this file instead of stdout.")
+@_guard
+def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str,
+            no_cache: bool, no_color: bool, output: str | None) -> None:
+    """Say why the job that wrote PATHS (files, folders, - for stdin) failed or is slow."""
+    from .pipeline import analyze as run
+    from .rules.schema import Severity
+
+    rules = _load(rule_dirs, keep_going)
+    report, files_read = run(list(paths), rules, cache=not no_cache)
+    for n in report.notices:
+        click.echo(f"ncclsleuth: {n['path']}: {n['message']}", err=True)
+    if not files_read:
+        raise UserError("nothing could be analysed: no readable log in the given paths")
+    text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty())
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+    if fail_on != "never":
+        threshold = Severity.parse(fail_on)
+        if any(Severity.parse(f.severity) >= threshold for f in report.findings):
+            sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
+@main.group()
+def rules() -> None:
+    """List, explain and test diagnosis rules."""
+
+
+@rules.command("list")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False))
+@_guard
+def rules_list(rule_dirs: tuple[str, ...]) -> None:
+    """One line per rule: id, severity, category, title."""
+    for r in _load(rule_dirs, keep_going=True):
+        click.echo(f"{r.id}  {r.severity.name:<7}  {r.category:<22}  {r.name}: {r.title}")
+
+
+def _explain(rule_id: str, rule_dirs: tuple[str, ...]) -> None:
+    rules = {r.id: r for r in _load(rule_dirs, keep_going=True)}
+    r = rules.get(rule_id.upper())
+    if r is None:
+        raise UserError(f"no rule {rule_id!r} (see 'ncclsleuth rules list')")
+    click.echo(f"{r.id} {r.name} [{r.severity.name}, {r.category}, confidence {r.confidence}]")
+    click.echo(f"{r.title}\n\n{r.description.strip()}\n")
+    for t in r.tests:
+        if isinstance(t.log, str):
+            click.echo(("Fires on" if t.should_fire else "Does not fire on") + f" ({t.name}):")
+            click.echo("    " + t.log.strip().replace("\n", "\n    ") + "\n")
+    click.echo("Fix:\n    " + r.fix.strip().replace("\n", "\n    "))
+    click.echo("\nReferences:\n" + "\n".join(f"    {u}" for u in r.references))
+
+
+@rules.command("explain")
+@click.argument("rule_id")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False))
+@_guard
+def rules_explain(rule_id: str, rule_dirs: tuple[str, ...]) -> None:
+    """A rule's description, examples that fire and don't, its fix and references."""
+    _explain(rule_id, rule_dirs)
+
+
+@main.command("explain")
+@click.argument("rule_id")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False))
+@_guard
+def explain(rule_id: str, rule_dirs: tuple[str, ...]) -> None:
+    """Same as 'rules explain'."""
+    _explain(rule_id, rule_dirs)
+
+
+@rules.command("test")
+@click.argument("rule_dirs", nargs=-1, type=click.Path(file_okay=False, exists=True))
+@_guard
+def rules_test(rule_dirs: tuple[str, ...]) -> None:
+    """Run the tests embedded in the rules of RULE_DIRS (default: the shipped pack)."""
+    from .rules.testing import run_rule_test
+
+    rules = _load(rule_dirs, keep_going=False, with_default=not rule_dirs)
+    failed = total = 0
+    for r in rules:
+        for t in r.tests:
+            total += 1
+            problem = run_rule_test(r, t)
+            if problem:
+                failed += 1
+                click.echo(f"FAIL {r.id} {t.name}: {problem}")
+    click.echo(f"{total - failed} passed, {failed} failed")
+    sys.exit(EXIT_FINDINGS if failed else EXIT_OK)

@@ -1,0 +1,198 @@
+"""Derived facts: named, tested questions the rules ask of the job model.
+
+A fact is a function ``JobModel -> list[dict]``; each record carries the values a rule
+may filter on and template into its message, plus ``evidence`` (the events that prove
+it).  Rules refer to facts by name (``fact: bad_interface``); the YAML stays data and
+the reasoning that needs code lives here, where it is unit-tested.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from .. import events as E
+from .job import JobModel, Process
+
+Fact = dict[str, Any]
+FACTS: dict[str, Callable[[JobModel], list[Fact]]] = {}
+
+
+def fact(fn: Callable[[JobModel], list[Fact]]) -> Callable[[JobModel], list[Fact]]:
+    """Register a fact under its function name."""
+    FACTS[fn.__name__] = fn
+    return fn
+
+
+# ---------------------------------------------------------------------- interfaces
+
+_BAD_IFACE = re.compile(r"^(?:lo|docker\d*|virbr\d*|br-[0-9a-f]+|ip6tnl\d*|sit\d*|tunl\d*|vmnet\d*|"
+                        r"cni-podman\d*|podman\d*|lxcbr\d*|lxdbr\d*|gre\d*|erspan\d*)$")
+
+
+def iface_problem(name: str, addr: str | None) -> str | None:
+    """Why an interface is a poor choice for cross-node traffic (None if it is fine)."""
+    a = (addr or "").lower()
+    if a.startswith("127.") or a == "::1":
+        return "loopback address"
+    if name == "lo":
+        return "loopback interface"
+    if _BAD_IFACE.match(name):
+        if name.startswith("docker") or name.startswith(("br-", "podman", "cni-", "lxc", "lxd", "virbr")):
+            return "container/VM bridge (not routable between nodes)"
+        return "tunnel interface"
+    if a.startswith("fe80:") or a.startswith("169.254."):
+        return "link-local address (not routable between nodes)"
+    return None
+
+
+def _good_alternatives(model: JobModel, host: str | None) -> list[str]:
+    names: list[str] = []
+    for p in model.processes.values():
+        if host and p.host != host:
+            continue
+        for i in (*p.socket_ifaces, *p.bootstrap):
+            if iface_problem(i.name, i.addr) is None and i.name not in names and "<" not in i.name:
+                names.append(i.name)
+    return names
+
+
+@fact
+def bad_interface(model: JobModel) -> list[Fact]:
+    """Processes whose bootstrap/OOB or socket interface is loopback, a bridge or link-local."""
+    out: list[Fact] = []
+    for p in model.processes.values():
+        for where, ifaces, ev in (("bootstrap", p.bootstrap, p.evidence.get("bootstrap_iface")
+                                   or p.evidence.get("net_ib_devices")),
+                                  ("socket", p.socket_ifaces, p.evidence.get("net_socket_ifaces"))):
+            for i in ifaces:
+                why = iface_problem(i.name, i.addr)
+                if why is None or ev is None:
+                    continue
+                first = ifaces[0] is i
+                iev = p.evidence.get("iface:" + i.name, ev)
+                alts = [a for a in _good_alternatives(model, p.host) if a != i.name]
+                out.append({"host": p.host or "?", "pid": p.pid, "iface": i.name, "addr": i.addr or "",
+                            "where": where, "reason": why, "first": first,
+                            "alternatives": ",".join(alts) or "the node's routable interface",
+                            "suggest": alts[0] if alts else "<routable-iface>",
+                            "evidence": [iev]})
+    return out
+
+
+@fact
+def socket_fallback(model: JobModel) -> list[Fact]:
+    """Processes on NET/Socket although the log shows InfiniBand/RoCE should be there."""
+    ib_hosts = {p.host for p in model.processes.values() if p.network and p.network.startswith("IB")}
+    out: list[Fact] = []
+    for p in model.processes.values():
+        on_socket = p.network == "Socket" or (p.network is None and p.socket_ifaces and
+                                              (p.ibverbs_missing or p.ib_none))
+        if not on_socket:
+            continue
+        reasons, ev = _fallback_reasons(p, ib_hosts)
+        if not reasons:
+            continue
+        main = p.evidence.get("net_selected") or p.evidence.get("net_socket_ifaces")
+        evidence = [e for e in (main, *ev) if e is not None]
+        out.append({"host": p.host or "?", "pid": p.pid, "reason": "; ".join(reasons),
+                    "ib_disabled": "NCCL_IB_DISABLE" in p.env and p.env["NCCL_IB_DISABLE"] not in ("0", ""),
+                    "evidence": evidence})
+    return out
+
+
+def _fallback_reasons(p: Process, ib_hosts: set[str | None]) -> tuple[list[str], list[E.Event]]:
+    reasons: list[str] = []
+    ev: list[E.Event] = []
+    if p.env.get("NCCL_IB_DISABLE", "0") not in ("0", ""):
+        reasons.append("NCCL_IB_DISABLE is set")
+        ev.append(p.evidence["env:NCCL_IB_DISABLE"])
+    if p.ibverbs_missing:
+        reasons.append("libibverbs could not be loaded")
+        ev.append(p.evidence["ibverbs_missing"])
+    if p.ib_none and (p.plugins or any("IB" in x for x in p.plugins)):
+        reasons.append(f"an RDMA net plugin is installed ({', '.join(p.plugins)}) but NET/IB found no device")
+        ev.append(p.evidence["net_ib_none"])
+    if ib_hosts - {p.host}:
+        reasons.append("other nodes of this job use NET/IB")
+    if any(i.name.startswith("ib") for i in p.socket_ifaces):
+        reasons.append("the socket interface is IPoIB (ib*), so the node has InfiniBand")
+        if p.evidence.get("net_socket_ifaces") is not None:
+            ev.append(p.evidence["net_socket_ifaces"])
+    return reasons, ev
+
+
+@fact
+def network_minority(model: JobModel) -> list[Fact]:
+    """Processes whose chosen network differs from the majority of the job."""
+    nets = Counter(p.network for p in model.processes.values() if p.network)
+    if len(nets) < 2:
+        return []
+    major, n_major = nets.most_common(1)[0]
+    hosts_major = len({p.host for p in model.processes.values() if p.network == major})
+    out = []
+    for p in model.processes.values():
+        if p.network and p.network != major:
+            out.append({"host": p.host or "?", "network": p.network, "majority": major,
+                        "majority_hosts": hosts_major, "evidence": [p.evidence["net_selected"]]})
+    return out
+
+
+@fact
+def nccl_version_mismatch(model: JobModel) -> list[Fact]:
+    """NCCL versions that differ across processes (the minority is named)."""
+    vers = model.nccl_versions()
+    attached = {ev.version for ev in model.versions_unattached}
+    if len(vers) + len(attached - set(vers)) < 2:
+        return []
+    counts = Counter({v: len(ps) for v, ps in vers.items()})
+    for v in attached - set(vers):
+        counts[v] += 1
+    major = counts.most_common(1)[0][0]
+    out = []
+    for v, n in counts.items():
+        if v == major:
+            continue
+        procs = vers.get(v, [])
+        evs = [p.evidence["nccl_version"] for p in procs] or \
+              [ev for ev in model.versions_unattached if ev.version == v]
+        hosts = sorted({p.host for p in procs if p.host}) or sorted({ev.source for ev in evs})
+        major_ev = ([p.evidence["nccl_version"] for p in vers.get(major, [])] or
+                    [ev for ev in model.versions_unattached if ev.version == major])[:1]
+        out.append({"version": v, "majority": major, "hosts": ", ".join(hosts[:8]), "count": n,
+                    "evidence": evs[:8] + major_ev})
+    return out
+
+
+# ---------------------------------------------------------------------- init progress
+
+@fact
+def init_stuck(model: JobModel) -> list[Fact]:
+    """Ranks that logged Init START but never Init COMPLETE while others of the comm did."""
+    out = []
+    for c in model.comms.values():
+        done = [r for r in c.ranks.values() if r.complete is not None]
+        stuck = [r for r in c.ranks.values() if r.start is not None and r.complete is None]
+        if not done or not stuck:
+            continue
+        hosts = sorted({r.host or "?" for r in stuck})
+        out.append({"comm": c.key, "nranks": c.nranks, "stuck": len(stuck), "completed": len(done),
+                    "ranks": _ranges([r.rank for r in stuck]), "hosts": ", ".join(hosts[:8]),
+                    "evidence": [r.start for r in stuck[:10] if r.start is not None]})
+    return out
+
+
+def _ranges(nums: list[int]) -> str:
+    nums = sorted(set(nums))
+    out, i = [], 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+ranges = _ranges

@@ -1,0 +1,373 @@
+"""JobModel: processes, hosts, communicators, ranks, and the events rules look at."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import events as E
+
+#: Kinds folded into aggregates instead of being kept one by one.
+HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "nccltests_row",
+                         "socket_retry", "failure_field"})
+_NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
+#: Events kept per kind (errors: per kind); the rest are counted in ``folded``.
+KEEP_PER_KIND = 20_000
+
+
+@dataclass
+class Process:
+    """One OS process (host, pid): its versions, settings and network choices."""
+
+    host: str | None
+    pid: int | None
+    source: str
+    nccl_version: str | None = None
+    cuda_version: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    bootstrap: tuple[E.Iface, ...] = ()
+    socket_ifaces: tuple[E.Iface, ...] = ()
+    ib_devices: tuple[E.IbDev, ...] = ()
+    ib_none: bool = False
+    ibverbs_missing: bool = False
+    network: str | None = None
+    plugins: list[str] = field(default_factory=list)
+    comm_ranks: set[tuple[str, int]] = field(default_factory=set)
+    launcher_rank: int | None = None
+    first_line: int = 0
+    last_line: int = 0
+    last_kind: str | None = None
+    last_ts: str | None = None
+    gdr_conns: int = 0
+    net_conns: int = 0
+    errors: int = 0
+    #: kind -> the event that set the value above (the evidence line)
+    evidence: dict[str, E.Event] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.host or self.source}:{self.pid if self.pid is not None else '?'}"
+
+
+@dataclass
+class RankState:
+    """One rank of one communicator."""
+
+    comm: str
+    rank: int
+    nranks: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    cuda_dev: int | None = None
+    bus_id: str | None = None
+    start: E.CommInit | None = None
+    complete: E.CommInit | None = None
+    timings: E.InitTimings | None = None
+    bootstrap_timings: E.BootstrapTimings | None = None
+    local_rank: int | None = None
+    nnodes: int | None = None
+
+
+@dataclass
+class Comm:
+    """A communicator (keyed by commId where the log prints it)."""
+
+    key: str
+    nranks: int | None = None
+    ranks: dict[int, RankState] = field(default_factory=dict)
+    rings: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    ring_truncated: bool = False
+    trees: dict[int, list[E.TreeEdge]] = field(default_factory=dict)
+    #: (src, dst) -> [transport, net, gdr, channels]
+    hops: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
+    transports: Counter[str] = field(default_factory=Counter)
+
+
+def _pkey(ev: E.Event) -> tuple[str, int | None]:
+    return (ev.host or ev.source, ev.pid)
+
+
+class JobModel:
+    """Everything the rules need, built one event at a time."""
+
+    def __init__(self) -> None:
+        self.processes: dict[tuple[str, int | None], Process] = {}
+        self.comms: dict[str, Comm] = {}
+        self.events: dict[str, list[E.Event]] = {}
+        self.folded: Counter[str] = Counter()
+        self.kind_counts: Counter[str] = Counter()
+        self.sources: list[str] = []
+        self.lines = 0
+        self.versions_unattached: list[E.NcclVersion] = []
+        self.failure_blocks: list[dict[str, Any]] = []
+        self._block: dict[str, Any] | None = None
+        self.nccltests_rows: list[E.NcclTestsRow] = []
+        self._proc_comm: dict[tuple[str, int | None], str] = {}
+
+    # ------------------------------------------------------------------ building
+    def add_source(self, source: str, lines: int = 0) -> None:
+        if source not in self.sources:
+            self.sources.append(source)
+        self.lines += lines
+
+    def add(self, ev: E.Event) -> None:
+        """Fold one event into the model."""
+        kind = ev.kind
+        self.kind_counts[kind] += 1
+        proc = self._process(ev) if (ev.pid is not None or ev.host is not None
+                                     or ev.level in _NCCL_LEVELS) else None
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, ev, proc)
+            if proc is not None and kind in _EVIDENCE_KINDS:
+                proc.evidence[kind] = ev
+        if kind in HIGH_VOLUME and not ev.error:
+            return
+        bucket = self.events.setdefault(kind, [])
+        if len(bucket) < KEEP_PER_KIND:
+            bucket.append(ev)
+        else:
+            self.folded[kind] += 1
+
+    def _process(self, ev: E.Event) -> Process:
+        key = _pkey(ev)
+        p = self.processes.get(key)
+        if p is None:
+            p = self.processes[key] = Process(ev.host, ev.pid, ev.source, first_line=ev.line)
+        p.last_line, p.last_kind = ev.line, ev.kind
+        if ev.ts:
+            p.last_ts = ev.ts
+        if ev.rank is not None and p.launcher_rank is None:
+            p.launcher_rank = ev.rank
+        if ev.error:
+            p.errors += 1
+        return p
+
+    def comm(self, key: str) -> Comm:
+        c = self.comms.get(key)
+        if c is None:
+            c = self.comms[key] = Comm(key)
+        return c
+
+    def current_comm(self, ev: E.Event) -> Comm | None:
+        key = self._proc_comm.get(_pkey(ev))
+        return self.comms.get(key) if key else None
+
+    # ------------------------------------------------------------------ queries
+    def of(self, *kinds: str) -> list[E.Event]:
+        out: list[E.Event] = []
+        for k in kinds:
+            out.extend(self.events.get(k, ()))
+        return out
+
+    def error_events(self) -> list[E.Event]:
+        out = [ev for evs in self.events.values() for ev in evs if ev.error]
+        out.sort(key=self.order_key)
+        return out
+
+    def order_key(self, ev: E.Event) -> tuple[int, int]:
+        try:
+            return (self.sources.index(ev.source), ev.line)
+        except ValueError:
+            return (len(self.sources), ev.line)
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({p.host for p in self.processes.values() if p.host})
+
+    def nccl_versions(self) -> dict[str, list[Process]]:
+        out: dict[str, list[Process]] = {}
+        for p in self.processes.values():
+            if p.nccl_version:
+                out.setdefault(p.nccl_version, []).append(p)
+        return out
+
+
+# ---------------------------------------------------------------------- handlers
+
+
+def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:  # type: ignore[override]
+    if p is None:
+        m.versions_unattached.append(ev)
+        return
+    p.nccl_version, p.cuda_version = ev.version, ev.cuda
+
+
+def _h_env(m: JobModel, ev: E.EnvSetting, p: Process | None) -> None:
+    if p is not None:
+        p.env[ev.name] = ev.value
+        p.evidence["env:" + ev.name] = ev
+
+
+def _h_bootstrap(m: JobModel, ev: E.BootstrapIface, p: Process | None) -> None:
+    if p is not None:
+        p.bootstrap = ev.ifaces
+
+
+def _h_socket(m: JobModel, ev: E.NetSocketIfaces, p: Process | None) -> None:
+    if p is None or not ev.ifaces:
+        return
+    if "Using interface" in ev.text:  # NCCL 2.3 prints one "NET : Using interface" line per interface
+        p.socket_ifaces = p.socket_ifaces + ev.ifaces
+        for i in ev.ifaces:
+            p.evidence.setdefault("iface:" + i.name, ev)
+    else:
+        p.socket_ifaces = ev.ifaces
+    p.evidence.setdefault("net_socket_ifaces", ev)
+
+
+def _h_ib(m: JobModel, ev: E.NetIbDevices, p: Process | None) -> None:
+    if p is not None:
+        p.ib_devices = ev.devices
+        if ev.oob is not None and not p.bootstrap:
+            p.bootstrap = (ev.oob,)
+
+
+def _h_ib_none(m: JobModel, ev: E.Event, p: Process | None) -> None:
+    if p is not None:
+        p.ib_none = True
+
+
+def _h_ibverbs(m: JobModel, ev: E.Event, p: Process | None) -> None:
+    if p is not None:
+        p.ibverbs_missing = True
+
+
+def _h_net(m: JobModel, ev: E.NetSelected, p: Process | None) -> None:
+    if p is not None:
+        p.network = ev.network
+
+
+def _h_plugin(m: JobModel, ev: E.NetPlugin, p: Process | None) -> None:
+    if p is not None and ev.status == "loaded" and ev.name:
+        p.plugins.append(ev.name)
+
+
+def _comm_key(ev: E.CommInit | E.InitTimings | E.CommInfo) -> str:
+    cid = getattr(ev, "comm_id", None)
+    if cid:
+        return cid
+    return f"nranks={ev.nranks}" if ev.nranks is not None else "comm"
+
+
+def _rank(m: JobModel, key: str, r: int, ev: E.Event) -> RankState:
+    c = m.comm(key)
+    st = c.ranks.get(r)
+    if st is None:
+        st = c.ranks[r] = RankState(key, r, host=ev.host, pid=ev.pid)
+    return st
+
+
+def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
+    if ev.comm_rank is None:
+        return
+    key = _comm_key(ev)
+    c = m.comm(key)
+    if ev.nranks is not None:
+        c.nranks = ev.nranks
+    st = _rank(m, key, ev.comm_rank, ev)
+    st.nranks, st.cuda_dev, st.bus_id = ev.nranks, ev.cuda_dev, ev.bus_id
+    if ev.phase == "START" or ev.phase == "INFO":
+        st.start = st.start or ev
+    elif ev.phase == "COMPLETE":
+        st.complete = ev
+    if p is not None:
+        p.comm_ranks.add((key, ev.comm_rank))
+    m._proc_comm[_pkey(ev)] = key
+
+
+def _h_timings(m: JobModel, ev: E.InitTimings, p: Process | None) -> None:
+    if ev.comm_rank is None:
+        return
+    key = m._proc_comm.get(_pkey(ev)) or _comm_key(ev)
+    _rank(m, key, ev.comm_rank, ev).timings = ev
+
+
+def _h_bt(m: JobModel, ev: E.BootstrapTimings, p: Process | None) -> None:
+    c = m.current_comm(ev)
+    if c is None or p is None:
+        return
+    for key, r in p.comm_ranks:
+        if key == c.key:
+            c.ranks[r].bootstrap_timings = ev
+
+
+def _h_info(m: JobModel, ev: E.CommInfo, p: Process | None) -> None:
+    key = m._proc_comm.get(_pkey(ev))
+    if key and ev.comm_rank is not None:
+        st = _rank(m, key, ev.comm_rank, ev)
+        st.local_rank, st.nnodes = ev.local_rank, ev.nnodes
+
+
+def _h_ring(m: JobModel, ev: E.Ring, p: Process | None) -> None:
+    c = m.current_comm(ev)
+    if c is not None and ev.order:
+        c.rings[ev.channel] = ev.order
+        c.ring_truncated = c.ring_truncated or ev.truncated
+
+
+def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
+    c = m.current_comm(ev)
+    if c is not None:
+        for e in ev.edges:
+            c.trees.setdefault(e.channel, []).append(e)
+
+
+def _h_conn(m: JobModel, ev: E.ChannelConn, p: Process | None) -> None:
+    label = ev.transport if ev.transport != "NET" else f"NET/{ev.net}"
+    if p is not None and ev.transport == "NET":
+        p.net_conns += 1
+        p.gdr_conns += int(ev.gdr)
+    c = m.current_comm(ev)
+    if c is None:
+        c = m.comm("unknown")
+    c.transports[label] += 1
+    hop = c.hops.get((ev.src, ev.dst))
+    if hop is None:
+        c.hops[(ev.src, ev.dst)] = [label, ev.net, ev.gdr, 1]
+    else:
+        hop[3] += 1
+
+
+def _h_failure_head(m: JobModel, ev: E.FailureBlockHead, p: Process | None) -> None:
+    m._block = {"block": ev.block, "source": ev.source, "line": ev.line, "fields": {}}
+    m.failure_blocks.append(m._block)
+
+
+def _h_failure_field(m: JobModel, ev: E.FailureField, p: Process | None) -> None:
+    if m._block is None or ev.name in m._block["fields"]:
+        m._block = {"block": m._block["block"] if m._block else "failures", "source": ev.source,
+                    "line": ev.line, "fields": {}}
+        m.failure_blocks.append(m._block)
+    m._block["fields"][ev.name] = (ev.value, ev.line)
+
+
+def _h_row(m: JobModel, ev: E.NcclTestsRow, p: Process | None) -> None:
+    if len(m.nccltests_rows) < KEEP_PER_KIND:
+        m.nccltests_rows.append(ev)
+
+
+_EVIDENCE_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
+                             "net_selected", "net_plugin"})
+
+_HANDLERS: dict[str, Any] = {
+    "nccl_version": _h_version,
+    "env_setting": _h_env,
+    "bootstrap_iface": _h_bootstrap,
+    "net_socket_ifaces": _h_socket,
+    "net_ib_devices": _h_ib,
+    "net_ib_none": _h_ib_none,
+    "ibverbs_missing": _h_ibverbs,
+    "net_selected": _h_net,
+    "net_plugin": _h_plugin,
+    "comm_init": _h_init,
+    "init_timings": _h_timings,
+    "bootstrap_timings": _h_bt,
+    "comm_info": _h_info,
+    "ring": _h_ring,
+    "trees": _h_trees,
+    "channel_conn": _h_conn,
+    "failure_block_head": _h_failure_head,
+    "failure_field": _h_failure_field,
+    "nccltests_row": _h_row,
+}

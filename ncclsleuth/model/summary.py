@@ -1,0 +1,51 @@
+"""The job summary printed under the findings: ranks, hosts, versions, network, init."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .job import JobModel
+
+
+def summarize(model: JobModel) -> dict[str, Any]:
+    """Plain-builtins summary of the job (stable keys: part of the JSON schema)."""
+    procs = list(model.processes.values())
+    versions = Counter(p.nccl_version for p in procs if p.nccl_version)
+    for ev in model.versions_unattached:
+        versions[ev.version] += 0 if ev.version in versions else 1
+    cuda = Counter(p.cuda_version for p in procs if p.cuda_version)
+    nets: dict[str, list[str]] = {}
+    for p in procs:
+        if p.network:
+            nets.setdefault(p.network, [])
+            if (p.host or "?") not in nets[p.network]:
+                nets[p.network].append(p.host or "?")
+    ib = sorted({f"{d.hca}/{d.link}" for p in procs for d in p.ib_devices})
+    comms = []
+    for c in sorted(model.comms.values(), key=lambda c: (-(c.nranks or 0), c.key)):
+        if c.key == "unknown":
+            continue
+        totals = [r.timings.total for r in c.ranks.values() if r.timings]
+        comms.append({"comm": c.key, "nranks": c.nranks, "ranks_seen": len(c.ranks),
+                      "init_complete": sum(1 for r in c.ranks.values() if r.complete is not None),
+                      "init_max_s": round(max(totals), 3) if totals else None,
+                      "channels": len(c.rings) or None,
+                      "transports": dict(sorted(c.transports.items()))})
+    nranks = max((c.nranks or 0 for c in model.comms.values()), default=0)
+    launcher = {p.launcher_rank for p in procs if p.launcher_rank is not None}
+    avg_bw = [ev for ev in model.events.get("nccltests_avg_bw", ())]
+    return {
+        "files": len(model.sources),
+        "lines": model.lines,
+        "hosts": model.hosts,
+        "processes": len(procs),
+        "ranks": nranks or len(launcher) or None,
+        "nccl_versions": dict(sorted(versions.items())),
+        "cuda_versions": dict(sorted(cuda.items())),
+        "network": {k: sorted(v) for k, v in sorted(nets.items())},
+        "ib_devices": ib,
+        "communicators": comms[:32],
+        "communicators_total": len(comms),
+        "nccltests_avg_busbw": [e.busbw for e in avg_bw][:8],  # type: ignore[attr-defined]
+        "events": dict(sorted(model.kind_counts.items())),
+    }

@@ -1,0 +1,1 @@
+"""The rule engine: YAML rules (schema), condition matching, evaluation and ranking."""

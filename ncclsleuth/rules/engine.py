@@ -1,0 +1,183 @@
+"""Load the rule pack, evaluate it on a job model, rank the findings, build the report."""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..events import Event
+from ..model.job import JobModel
+from ..report import Evidence, Finding, Report
+from .match import Context, evaluate
+from .schema import Rule, RuleError, Severity, validate
+
+_TEMPLATE = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
+MAX_UNEXPLAINED = 200
+
+
+def default_rule_dir() -> Path:
+    """The rule pack: ``rules/`` of a source checkout, else the copy shipped in the package."""
+    env = os.environ.get("NCCLSLEUTH_RULES")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent.parent / "rules", here.parent / "_rules"):
+        if cand.is_dir():
+            return cand
+    return here.parent.parent / "rules"
+
+
+def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = False) -> tuple[list[Rule], list[RuleError]]:
+    """Every ``*.yaml`` under the given folders (default: the shipped pack), sorted by id.
+
+    A malformed file raises :class:`RuleError` unless ``keep_going``, in which case the
+    errors are returned and the other rules are used.
+    """
+    folders = [Path(d) for d in dirs] if dirs else [default_rule_dir()]
+    rules: list[Rule] = []
+    errors: list[RuleError] = []
+    seen: dict[str, str] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise RuleError(str(folder), "rule folder not found")
+        for path in sorted(folder.rglob("*.yaml")):
+            try:
+                rule = _load_one(path)
+                if rule.id in seen:
+                    raise RuleError(str(path), f"duplicate id (also in {seen[rule.id]})", "id")
+                seen[rule.id] = str(path)
+                rules.append(rule)
+            except RuleError as exc:
+                if not keep_going:
+                    raise
+                errors.append(exc)
+    rules.sort(key=lambda r: r.id)
+    return rules, errors
+
+
+def _load_one(path: Path) -> Rule:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise RuleError(str(path), f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(str(path), f"cannot read: {exc}") from None
+    return validate(doc, str(path))
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) -> list[Finding]:
+    """Findings of all rules that fire, most likely root cause first."""
+    ctx = ctx or Context(model)
+    fired: list[tuple[Rule, Finding, tuple[Any, ...]]] = []
+    for rule in rules:
+        m = evaluate(rule.match, ctx)
+        if not m.ok:
+            continue
+        f, first = _finding(rule, m.items, m.named, model)
+        fired.append((rule, f, first))
+    fired.sort(key=lambda t: _rank_key(t[0], t[2]))
+    _link_causes(fired)
+    # causes first: a symptom whose cause fired moves below it
+    fired.sort(key=lambda t: (_tier(t[0]), t[1].caused_by is not None, *_rank_key(t[0], t[2])[1:]))
+    return [f for _, f, _ in fired]
+
+
+def _tier(rule: Rule) -> int:
+    return 0 if rule.severity >= Severity.warning else 1
+
+
+def _rank_key(rule: Rule, first: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (_tier(rule), rule.role == "symptom", -int(rule.severity), -rule.priority, -rule.confidence, first, rule.id)
+
+
+def _link_causes(fired: list[tuple[Rule, Finding, tuple[Any, ...]]]) -> None:
+    causes = [(r, f) for r, f, _ in fired if r.role == "cause" and r.severity >= Severity.warning]
+    for rule, f, _ in fired:
+        if rule.role != "symptom":
+            continue
+        for cr, cf in causes:
+            if not rule.symptom_of or cr.category in rule.symptom_of or cr.id in rule.symptom_of:
+                f.caused_by = cr.id
+                break
+
+
+def _finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, Any]],
+             model: JobModel) -> tuple[Finding, tuple[Any, ...]]:
+    evs: dict[tuple[str, int], Event] = {}
+    for it in items:
+        for ev in it.get("evidence", ()):
+            evs.setdefault((ev.source, ev.line), ev)
+    ordered = sorted(evs.values(), key=model.order_key)
+    hosts = sorted({ev.host for ev in ordered if ev.host} | {str(it["host"]) for it in items
+                                                               if it.get("host") not in (None, "?")})
+    ranks = sorted({ev.rank for ev in ordered if ev.rank is not None})
+    primary = items[0] if items else {}
+    extra = {"count": len(items), "hosts": ", ".join(hosts[:8]) or "?", "nhosts": len(hosts),
+             "ranks": ", ".join(map(str, ranks[:16])) or "?"}
+    fill = lambda s: _fill(s, primary, named, extra)  # noqa: E731
+    f = Finding(rule_id=rule.id, name=rule.name, category=rule.category, severity=rule.severity.name,
+                confidence=rule.confidence, title=fill(rule.title), message=" ".join(fill(rule.message).split()),
+                fix=fill(rule.fix).strip(), references=list(rule.references),
+                evidence=[Evidence(ev.source, ev.line, ev.text) for ev in ordered[: rule.limit]],
+                evidence_total=len(ordered), role=rule.role, hosts=hosts, ranks=ranks,
+                explained=set(evs))
+    first = model.order_key(ordered[0]) if ordered else (1 << 30, 0)
+    return f, first
+
+
+def _fill(tpl: str, primary: dict[str, Any], named: dict[str, dict[str, Any]], extra: dict[str, Any]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        a, b = m.group(1), m.group(2)
+        if b is not None:
+            src = named.get(a)
+            val = src.get(b) if src is not None else None
+        else:
+            val = primary.get(a, extra.get(a))
+        if val is None or val == "":
+            return "?"
+        if isinstance(val, (list, tuple)):
+            return ", ".join(_short(v) for v in val)
+        return _short(val)
+
+    return _TEMPLATE.sub(sub, tpl)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("name") or v.get("hca") or v)
+    return str(v)
+
+
+# ---------------------------------------------------------------------- report
+
+
+def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None = None) -> Report:
+    """Run the rules and put findings, unexplained problem lines and the summary together."""
+    from ..model.summary import summarize
+
+    findings = run_rules(model, rules)
+    explained = set().union(*(f.explained for f in findings)) if findings else set()
+    unexplained: list[Evidence] = []
+    total = 0
+    for ev in model.error_events():
+        if (ev.source, ev.line) in explained:
+            continue
+        total += 1
+        if len(unexplained) < MAX_UNEXPLAINED:
+            unexplained.append(Evidence(ev.source, ev.line, ev.text))
+    return Report(findings=findings, unexplained=unexplained, summary=summarize(model),
+                  notices=list(notices or []), unexplained_total=total)
+
+
+def severities(report: Report) -> Counter[str]:
+    return Counter(f.severity for f in report.findings)

@@ -1,0 +1,167 @@
+"""Evaluate a rule's declarative ``match`` tree against the job model.
+
+Leaves select items: ``event: KIND`` selects events of that kind, ``fact: NAME``
+selects records of a derived fact; ``where`` filters them field by field and
+``count`` bounds how many must remain.  ``all``/``any``/``none``/``not`` combine.
+A satisfied positive leaf contributes its items as evidence and as the values the
+message template is filled from.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..events import Event
+from ..model.facts import FACTS
+from ..model.job import JobModel
+
+
+@dataclass
+class Match:
+    """The outcome of a condition: whether it holds, and the items that made it hold."""
+
+    ok: bool
+    items: list[dict[str, Any]] = field(default_factory=list)
+    named: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Context:
+    """Per-evaluation caches (event dicts, fact results) shared by all rules."""
+
+    def __init__(self, model: JobModel) -> None:
+        self.model = model
+        self._facts: dict[str, list[dict[str, Any]]] = {}
+        self._events: dict[str, list[dict[str, Any]]] = {}
+
+    def fact(self, name: str) -> list[dict[str, Any]]:
+        if name not in self._facts:
+            fn = FACTS.get(name)
+            if fn is None:
+                raise KeyError(f"unknown fact {name!r} (known: {', '.join(sorted(FACTS))})")
+            self._facts[name] = fn(self.model)
+        return self._facts[name]
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        if kind not in self._events:
+            self._events[kind] = [_event_item(ev) for ev in self.model.events.get(kind, ())]
+        return self._events[kind]
+
+
+def _event_item(ev: Event) -> dict[str, Any]:
+    d = ev.to_dict()
+    d["evidence"] = [ev]
+    d["message_text"] = ev.text
+    return d
+
+
+def evaluate(cond: dict[str, Any], ctx: Context) -> Match:
+    """Evaluate one condition tree."""
+    if "all" in cond:
+        res = [evaluate(c, ctx) for c in cond["all"]]
+        if not all(r.ok for r in res):
+            return Match(False)
+        return _merge(res)
+    if "any" in cond:
+        res = [r for r in (evaluate(c, ctx) for c in cond["any"]) if r.ok]
+        return _merge(res) if res else Match(False)
+    if "none" in cond:
+        return Match(not any(evaluate(c, ctx).ok for c in cond["none"]))
+    if "not" in cond:
+        return Match(not evaluate(cond["not"], ctx).ok)
+    return _leaf(cond, ctx)
+
+
+def _merge(res: list[Match]) -> Match:
+    m = Match(True)
+    for r in res:
+        m.items.extend(r.items)
+        m.named.update(r.named)
+    return m
+
+
+def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
+    if "event" in cond:
+        kinds = cond["event"] if isinstance(cond["event"], list) else [cond["event"]]
+        pool = [it for k in kinds for it in ctx.events(k)]
+    else:
+        names = cond["fact"] if isinstance(cond["fact"], list) else [cond["fact"]]
+        pool = [it for n in names for it in ctx.fact(n)]
+    where = cond.get("where") or {}
+    items = [it for it in pool if all(_pred(_get(it, f), p) for f, p in where.items())]
+    cnt = cond.get("count") or {"ge": 1}
+    ok = all(_cmp(len(items), op, v) for op, v in cnt.items())
+    if not ok:
+        return Match(False)
+    m = Match(True, items)
+    if "as" in cond and items:
+        m.named[cond["as"]] = items[0]
+    return m
+
+
+def _get(item: dict[str, Any], path: str) -> Any:
+    cur: Any = item
+    for part in path.split("."):
+        if isinstance(cur, list):
+            cur = [x.get(part) if isinstance(x, dict) else None for x in cur]
+        elif isinstance(cur, dict):
+            cur = cur.get(part)
+        else:
+            return None
+    return cur
+
+
+@lru_cache(maxsize=4096)
+def _rx(p: str) -> re.Pattern[str]:
+    return re.compile(p)
+
+
+def _pred(val: Any, pred: Any) -> bool:
+    if isinstance(val, list):  # a list field matches when any element does
+        return any(_pred(v, pred) for v in val) if val else _pred(None, pred)
+    if not isinstance(pred, dict):
+        return _eq(val, pred)
+    return all(_op(val, op, arg) for op, arg in pred.items())
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(b, bool) or isinstance(a, bool):
+        return a is b or a == b
+    if isinstance(b, (int, float)) and not isinstance(a, (int, float)):
+        try:
+            return float(a) == float(b)
+        except (TypeError, ValueError):
+            return False
+    return a == b or str(a) == str(b)
+
+
+def _op(val: Any, op: str, arg: Any) -> bool:
+    if op == "exists":
+        return (val is not None and val != "") is bool(arg)
+    if op == "eq":
+        return _eq(val, arg)
+    if op == "ne":
+        return not _eq(val, arg)
+    if op == "in":
+        return any(_eq(val, a) for a in arg)
+    if op == "not_in":
+        return not any(_eq(val, a) for a in arg)
+    if val is None:
+        return op == "not_regex"
+    if op == "regex":
+        return _rx(arg).search(str(val)) is not None
+    if op == "not_regex":
+        return _rx(arg).search(str(val)) is None
+    if op == "contains":
+        return str(arg) in str(val)
+    try:
+        return _cmp(float(val), op, float(arg))
+    except (TypeError, ValueError):
+        return False
+
+
+def _cmp(a: float, op: str, b: float) -> bool:
+    return {"eq": a == b, "ne": a != b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b}[op]

@@ -1,0 +1,193 @@
+"""Rule schema: one YAML file per rule, validated against a closed schema.
+
+Unknown keys are errors naming the file and the key (a typo must fail loudly, not
+silently disable a condition).  Rules are data: no Python is evaluated, regexes are
+compiled here and a regex that does not compile is a rule error.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+CATEGORIES = frozenset({
+    # root-cause labels (../shared/corpus/README.md)
+    "wrong_interface", "socket_fallback", "roce_gid", "ib_link_error", "network_blocked",
+    "rendezvous_misconfig", "collective_desync", "collective_timeout", "duplicate_gpu", "shm_limit",
+    "ulimit", "p2p_topology", "cuda_oom", "version_mismatch", "gdr_peermem", "hardware_fault", "other",
+    # ncclsleuth's own, for slow-but-healthy runs and app-level failures
+    "slow_init", "straggler", "low_bandwidth", "config_inconsistency", "bogus_setting", "topology_file",
+    "app_crash", "peer_failure", "job_summary",
+})
+
+
+class Severity(enum.IntEnum):
+    """Ordered: ``info < warning < error``; ``--fail-on`` compares with ``>=``."""
+
+    info = 1
+    warning = 2
+    error = 3
+
+    @classmethod
+    def parse(cls, s: str) -> Severity:
+        try:
+            return cls[s.lower()]
+        except KeyError:
+            raise ValueError(f"severity must be one of info, warning, error (got {s!r})") from None
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used; ``path`` and ``key`` say where."""
+
+    def __init__(self, path: str, message: str, key: str | None = None) -> None:
+        self.path, self.key = path, key
+        where = f"{path}: key '{key}'" if key else path
+        super().__init__(f"{where}: {message}")
+
+
+TOP_KEYS = {"id": str, "name": str, "title": str, "category": str, "severity": str, "confidence": (int, float),
+            "description": str, "match": dict, "message": str, "fix": str, "references": list, "tests": list,
+            "role": str, "symptom_of": list, "priority": int, "tags": list, "status": str, "aliases": list,
+            "limit": int}
+REQUIRED = ("id", "name", "title", "category", "severity", "confidence", "description", "match", "message",
+            "fix", "references", "tests")
+COND_KEYS = {"all", "any", "none", "not", "event", "fact", "where", "count", "as"}
+PRED_OPS = {"eq", "ne", "in", "not_in", "regex", "not_regex", "gt", "ge", "lt", "le", "exists", "contains"}
+COUNT_OPS = {"eq", "ne", "gt", "ge", "lt", "le"}
+TEST_KEYS = {"name", "fail", "pass", "expect_line", "expect_text", "files"}
+_ID = re.compile(r"^[A-Z]{2,8}\d{3}$")
+
+
+@dataclass(frozen=True)
+class RuleTest:
+    name: str
+    log: str | dict[str, str]
+    should_fire: bool
+    expect_line: int | None = None
+    expect_text: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    title: str
+    category: str
+    severity: Severity
+    confidence: float
+    description: str
+    match: dict[str, Any]
+    message: str
+    fix: str
+    references: tuple[str, ...]
+    tests: tuple[RuleTest, ...]
+    path: str = ""
+    role: str = "cause"
+    symptom_of: tuple[str, ...] = ()
+    priority: int = 0
+    tags: tuple[str, ...] = ()
+    limit: int = 20
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def validate(doc: Any, path: str) -> Rule:
+    """Check a parsed YAML document against the schema and build a :class:`Rule`."""
+    if not isinstance(doc, dict):
+        raise RuleError(path, "a rule file must hold one mapping")
+    for k, v in doc.items():
+        if k not in TOP_KEYS:
+            raise RuleError(path, "unknown key", k)
+        if not isinstance(v, TOP_KEYS[k]):  # type: ignore[arg-type]
+            raise RuleError(path, f"must be of type {_tname(TOP_KEYS[k])}", k)
+    for k in REQUIRED:
+        if k not in doc:
+            raise RuleError(path, "missing required key", k)
+    if not _ID.match(doc["id"]):
+        raise RuleError(path, "must look like ABC123 (2-8 capitals, 3 digits)", "id")
+    if doc["category"] not in CATEGORIES:
+        raise RuleError(path, f"unknown category {doc['category']!r}", "category")
+    try:
+        sev = Severity.parse(doc["severity"])
+    except ValueError as exc:
+        raise RuleError(path, str(exc), "severity") from None
+    conf = float(doc["confidence"])
+    if not 0 <= conf <= 1:
+        raise RuleError(path, "must be between 0 and 1", "confidence")
+    role = doc.get("role", "cause")
+    if role not in ("cause", "symptom", "context"):
+        raise RuleError(path, "must be cause, symptom or context", "role")
+    check_condition(doc["match"], path, "match")
+    if not doc["references"] or not all(isinstance(r, str) for r in doc["references"]):
+        raise RuleError(path, "needs at least one reference (string)", "references")
+    tests = tuple(_test(t, path, i) for i, t in enumerate(doc["tests"]))
+    return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"], severity=sev,
+                confidence=conf, description=doc["description"], match=doc["match"], message=doc["message"],
+                fix=doc["fix"], references=tuple(doc["references"]), tests=tests, path=path, role=role,
+                symptom_of=tuple(doc.get("symptom_of", ())), priority=int(doc.get("priority", 0)),
+                tags=tuple(doc.get("tags", ())), limit=int(doc.get("limit", 20)))
+
+
+def _tname(t: Any) -> str:
+    return " or ".join(x.__name__ for x in t) if isinstance(t, tuple) else t.__name__
+
+
+def check_condition(c: Any, path: str, where: str) -> None:
+    """Validate a condition tree (keys, operators, regexes)."""
+    if not isinstance(c, dict) or not c:
+        raise RuleError(path, "a condition must be a non-empty mapping", where)
+    for k in c:
+        if k not in COND_KEYS:
+            raise RuleError(path, "unknown condition key", f"{where}.{k}")
+    groups = [k for k in ("all", "any", "none", "not", "event", "fact") if k in c]
+    if len(groups) != 1:
+        raise RuleError(path, "a condition needs exactly one of all/any/none/not/event/fact", where)
+    g = groups[0]
+    if g in ("all", "any", "none"):
+        if not isinstance(c[g], list) or not c[g]:
+            raise RuleError(path, "must be a non-empty list of conditions", f"{where}.{g}")
+        for i, sub in enumerate(c[g]):
+            check_condition(sub, path, f"{where}.{g}[{i}]")
+    elif g == "not":
+        check_condition(c["not"], path, f"{where}.not")
+    else:
+        if not isinstance(c[g], (str, list)):
+            raise RuleError(path, "must name an event kind / fact (or a list)", f"{where}.{g}")
+        _check_where(c.get("where", {}), path, f"{where}.where")
+        cnt = c.get("count", {})
+        if not isinstance(cnt, dict) or any(k not in COUNT_OPS for k in cnt):
+            raise RuleError(path, f"count takes {sorted(COUNT_OPS)}", f"{where}.count")
+
+
+def _check_where(w: Any, path: str, where: str) -> None:
+    if not isinstance(w, dict):
+        raise RuleError(path, "must be a mapping of field -> predicate", where)
+    for fld, pred in w.items():
+        if isinstance(pred, dict):
+            for op, val in pred.items():
+                if op not in PRED_OPS:
+                    raise RuleError(path, f"unknown operator (use {sorted(PRED_OPS)})", f"{where}.{fld}.{op}")
+                if op in ("regex", "not_regex"):
+                    try:
+                        re.compile(val)
+                    except (re.error, TypeError) as exc:
+                        raise RuleError(path, f"regex does not compile: {exc}", f"{where}.{fld}.{op}") from None
+
+
+def _test(t: Any, path: str, i: int) -> RuleTest:
+    if not isinstance(t, dict):
+        raise RuleError(path, "each test must be a mapping", f"tests[{i}]")
+    for k in t:
+        if k not in TEST_KEYS:
+            raise RuleError(path, "unknown key", f"tests[{i}].{k}")
+    has_fail, has_pass = "fail" in t, "pass" in t
+    if has_fail == has_pass:
+        raise RuleError(path, "a test has exactly one of fail/pass", f"tests[{i}]")
+    log = t["fail"] if has_fail else t["pass"]
+    if not isinstance(log, (str, dict)):
+        raise RuleError(path, "the log snippet must be text (or a mapping file -> text)", f"tests[{i}]")
+    if has_fail and "expect_line" not in t and "expect_text" not in t:
+        raise RuleError(path, "a fail test must say which line is the evidence (expect_line or expect_text)",
+                        f"tests[{i}]")
+    return RuleTest(name=str(t.get("name", f"case{i}")), log=log, should_fire=has_fail,
+                    expect_line=t.get("expect_line"), expect_text=t.get("expect_text"))

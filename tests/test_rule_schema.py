@@ -1,0 +1,89 @@
+"""The closed rule schema: malformed rule files give one clear error naming file and key."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from ncclsleuth.cli import main
+from ncclsleuth.rules.engine import load_rules
+from ncclsleuth.rules.schema import RuleError
+
+GOOD = textwrap.dedent("""\
+    id: USR001
+    name: user.example
+    title: example
+    category: other
+    severity: warning
+    confidence: 0.5
+    description: d
+    match:
+      event: nccl_other
+      where:
+        message: {regex: "hello"}
+    message: m
+    fix: f
+    references: [https://example.com]
+    tests:
+      - name: f
+        fail: "h:1:2 [0] NCCL INFO hello world"
+        expect_line: 1
+      - name: p
+        pass: "h:1:2 [0] NCCL INFO bye"
+    """)
+
+
+def write(tmp_path, name, text):
+    d = tmp_path / "rules"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(text)
+    return d
+
+
+def test_good_user_rule_loads_and_its_tests_pass(tmp_path):
+    d = write(tmp_path, "USR001.yaml", GOOD)
+    rules, errors = load_rules([d])
+    assert [r.id for r in rules] == ["USR001"] and not errors
+    res = CliRunner().invoke(main, ["rules", "test", str(d)])
+    assert res.exit_code == 0, res.output
+    assert "2 passed, 0 failed" in res.output
+
+
+def test_unknown_key_names_file_and_key(tmp_path):
+    d = write(tmp_path, "USR001.yaml", GOOD + "severty: error\n")
+    with pytest.raises(RuleError) as exc:
+        load_rules([d])
+    assert "USR001.yaml" in str(exc.value) and "severty" in str(exc.value)
+
+
+def test_unknown_condition_operator(tmp_path):
+    d = write(tmp_path, "USR001.yaml", GOOD.replace("{regex:", "{regexp:"))
+    with pytest.raises(RuleError) as exc:
+        load_rules([d])
+    assert "regexp" in str(exc.value)
+
+
+def test_bad_regex_is_a_rule_error(tmp_path):
+    d = write(tmp_path, "USR001.yaml", GOOD.replace('"hello"', '"hel(lo"'))
+    with pytest.raises(RuleError) as exc:
+        load_rules([d])
+    assert "does not compile" in str(exc.value)
+
+
+def test_cli_stops_on_broken_rule_unless_keep_going(tmp_path):
+    d = write(tmp_path, "USR002.yaml", "id: [unclosed\n")
+    log = tmp_path / "x.log"
+    log.write_text("h:1:2 [0] NCCL INFO Using network IB\n")
+    res = CliRunner().invoke(main, ["analyze", str(log), "--rules", str(d)])
+    assert res.exit_code == 2
+    assert "USR002.yaml" in res.output
+    res = CliRunner().invoke(main, ["analyze", str(log), "--rules", str(d), "--keep-going", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert "USR002.yaml" in res.output  # reported, then skipped
+
+
+def test_yaml_is_data_only(tmp_path):
+    d = write(tmp_path, "USR001.yaml", "!!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(RuleError):
+        load_rules([d])

@@ -35,6 +35,7 @@ class Record(NamedTuple):
     ts: str | None = None
     where: str | None = None  # file:line of a NCCL WARN
     pg: str | None = None
+    pg_rank: int | None = None  # the ``Rank N`` of a ``[PG ... Rank N]`` tag
 
 
 _LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "C": "ERROR",
@@ -106,7 +107,7 @@ def peel(line: str) -> list[Record]:
     if _RICH_SRC.search(s):
         s = _RICH_SRC.sub("", s)
     return [Record(s, "other", meta.get("level"), None, None, None, None,  # type: ignore[arg-type]
-                   meta.get("rank"), meta.get("ts"), None, meta.get("pg"))]  # type: ignore[arg-type]
+                   meta.get("rank"), meta.get("ts"), None, meta.get("pg"), meta.get("pg_rank"))]  # type: ignore[arg-type]
 
 
 def _split_mpi(line: str) -> list[str]:
@@ -122,6 +123,7 @@ def _split_mpi(line: str) -> list[str]:
 def _strip_wrappers(s: str, meta: dict[str, object]) -> str:
     """Peel anchored wrappers until none matches; record rank, timestamp and level."""
     s = s.lstrip()
+    bold = s.startswith("**")
     if s.endswith("across cluster]") and _RAY_SUFFIX in s:
         s = s[: s.rfind(_RAY_SUFFIX)]
     for _ in range(12):  # bounded: each pass removes at least one character
@@ -133,6 +135,8 @@ def _strip_wrappers(s: str, meta: dict[str, object]) -> str:
         s = s[m.end():].lstrip()
     if s.endswith("`"):
         s = s.rstrip("`")
+    if bold and s.endswith("**"):
+        s = s[:-2]
     return s
 
 
@@ -148,6 +152,7 @@ def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
             meta["level"] = _LVL[g[key]]  # type: ignore[index]
     if g["pg"] is not None:
         meta["pg"] = g["pg"]
+        meta["pg_rank"] = int(g["pgr"])  # type: ignore[arg-type]
         meta.setdefault("rank", int(g["pgr"]))  # type: ignore[arg-type]
 
 

@@ -106,6 +106,8 @@ class IbDev:
     port: int | None
     link: str
     idx: int | None = None
+    rail: int | None = None  # 2.30.7 ``[idx]hca:port:rail:plane/link``
+    plane: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,14 @@ class NetIbNone(Event):
 class NetSocketIfaces(Event):
     ifaces: tuple[Iface, ...] = ()
     count: int | None = None
+
+
+@ev("net_iface_paths")
+class NetIfacePaths(Event):
+    """2.3 ``CUDA Dev 0, IP Interfaces : lo(SOC) eth0(PXB)``: candidate interfaces and their PCI path type."""
+
+    cuda_dev: int | None = None
+    paths: tuple[tuple[str, str], ...] = ()
 
 
 @ev("net_selected")
@@ -271,6 +281,8 @@ class ChannelsSummary(Event):
     coll: int | None = None
     nvls: int | None = None
     p2p: int | None = None
+    collnet: int | None = None
+    p2p_per_peer: int | None = None
 
 
 @ev("err_trace")
@@ -279,6 +291,8 @@ class ErrTrace(Event):
     fline: int = 0
     code: int = 0
     thread: str | None = None
+    func: str | None = None  # 2.30.7 ``file:line (func) -> code``
+    error: str | None = None  # ``-> code (strerror)`` (2.18..)
 
 
 @ev("socket_error", error=True)
@@ -293,6 +307,7 @@ class SocketError(Event):
 class SocketRetry(Event):
     peer: str | None = None
     error: str = ""
+    func: str | None = None
 
 
 @ev("no_interface", error=True)
@@ -317,6 +332,24 @@ class IbvError(Event):
     gid_index: int | None = None
     local_gid: str | None = None
     remote_gid: str | None = None
+
+
+@ev("ibv_retry")
+class IbvRetry(Event):
+    """INFO ``Call to ibv_modify_qp failed with ..., retrying N/M after T msec of sleep`` (2.24..)."""
+
+    call: str = ""
+    errno: int | None = None
+    error: str = ""
+    hca: str | None = None
+    port: int | None = None
+    cur_state: str | None = None
+    next_state: str | None = None
+    gid_index: int | None = None
+    local_gid: str | None = None
+    remote_gid: str | None = None
+    attempt: int | None = None
+    max_attempts: int | None = None
 
 
 @ev("ib_completion_error", error=True)
@@ -378,6 +411,7 @@ class SyscallError(Event):
 @ev("proxy_error", error=True)
 class ProxyError(Event):
     error: str = ""
+    op_id: str | None = None
 
 
 @ev("version_mismatch", error=True)
@@ -388,6 +422,9 @@ class VersionMismatch(Event):
 @ev("topo_error", error=True)
 class TopoError(Event):
     error: str = ""
+    path: str | None = None
+    attr: str | None = None
+    node: str | None = None
 
 
 @ev("nccl_other")
@@ -429,6 +466,7 @@ class WorkStatus(Event):
 class DesyncReport(Event):
     what: str = ""  # head | never_joined | not_joined | joined_not_finished | started | finished
     seq: int | None = None
+    last_finished: int | None = None  # not_joined: the last collective these ranks finished
     op: str | None = None
     ranks: tuple[int, ...] = ()
 
@@ -602,6 +640,7 @@ class NcclTestsAvgBw(Event):
 class NcclTestsFailure(Event):
     where: str | None = None
     message: str = ""
+    what: str | None = None  # NCCL | CUDA | ... (``Test NCCL failure``)
 
 
 @ev("nccltests_oob")

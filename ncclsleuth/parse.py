@@ -42,6 +42,8 @@ _ANCHORS = re.compile(
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
 _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
+_PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
+                        if "pg" in getattr(c, "__dataclass_fields__", {}))
 _TB_START = "Traceback (most recent call last):"
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 
@@ -75,6 +77,7 @@ class FileParser:
         self.stats = ParseStats()
         self._tb: dict[int | None, _Tb] = {}
         self._in_failure_block = False
+        self._failure_block: str | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
 
     # ------------------------------------------------------------------ public
@@ -159,8 +162,13 @@ class FileParser:
             ev = self._parse_at(rec, body, 0, lineno, text)
         if tb is not None and (ev is not None and ev.kind != "failure_field") and not text[:1].isspace():
             exc = ev if isinstance(ev, E.ExceptionLine) else None
-            exc_type = exc.exc_type if exc else (getattr(ev, "exc_type", None) or ev.kind)
-            message = exc.message if exc else body.strip()
+            m = _EXC.match(body.strip()) if exc is None else None
+            if exc is not None:
+                exc_type, message = exc.exc_type, exc.message
+            elif m is not None:  # "torch.OutOfMemoryError: CUDA out of memory. ..."
+                exc_type, message = m.group(0), body.strip()[m.end():].lstrip(": ").strip()
+            else:
+                exc_type, message = getattr(ev, "exc_type", None) or ev.kind, body.strip()
             out.append(E.Traceback(source=self.source, line=lineno, text=text, rank=rec.rank, ts=rec.ts,
                                    exc_type=exc_type or "", message=message, start_line=tb.start,
                                    frames=tb.frames, last_frame=tb.last_frame))
@@ -200,9 +208,16 @@ class FileParser:
             return None
         if cls is E.FailureBlockHead:
             self._in_failure_block = True
+            self._failure_block = fields.get("block")
+        elif cls is E.FailureField and self._failure_block:
+            fields["block"] = self._failure_block
         return self._make(cls, rec, lineno, text, fields)
 
     # ------------------------------------------------------------------ construction
     def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict) -> E.Event:  # type: ignore[type-arg]
+        if rec.pg is not None and cls in _PG_CLASSES:
+            fields.setdefault("pg", rec.pg)
+            if rec.pg_rank is not None and "pg_rank" in cls.__dataclass_fields__:
+                fields.setdefault("pg_rank", rec.pg_rank)
         return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)

@@ -7,6 +7,7 @@ must depend on nothing but the field strings.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import typing
 from collections.abc import Callable
@@ -28,11 +29,14 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "plugin_not_found": ("net_plugin", {"status": "not_found"}),
     "plugin_symbol": ("net_plugin", {"status": "symbol_missing"}),
     "plugin_loaded": ("net_plugin", {"status": "loaded"}),
+    "plugin_path": ("net_plugin", {"status": "path"}),
     "sock_connect": ("socket_error", {"op": "connect"}),
     "sock_closed": ("socket_error", {"op": "closed", "error": "Connection closed by remote peer"}),
     "sock_accept": ("socket_error", {"op": "accept"}),
-    "sock_exceeded": ("socket_error", {"op": "connect", "error": "exceeded retries"}),
+    "sock_exceeded": ("socket_error", {"op": "connect"}),
     "sock_family": ("socket_error", {"op": "connect"}),
+    "proxy_poll_failed": ("proxy_error", {"error": "Socket recv failed while polling"}),
+    "shm_error_munmap": ("shm_error", {"op": "munmap"}),
     "shm_error": ("shm_error", {}),
     "shm_error_attach": ("shm_error", {"op": "attaching to"}),
     "shm_error_unlink": ("shm_error", {"op": "unlink"}),
@@ -72,7 +76,7 @@ ALIASES: dict[str, tuple[str, Fields]] = {
 _IFACE = re.compile(
     r"^(?:\[(\d+)\])?(.+?)(?::((?:\d{1,3}\.){3}\d{1,3}(?:<\w*>)?|[0-9a-fA-F]*:[0-9a-fA-F:.]*(?:%\S+?)?(?:<\w*>)?"
     r"|<\w+>|[^:]*<\w*>))?$")
-_IBDEV = re.compile(r"^\[(\d+)\](.*?)(?::(\d+))?(?::\d+){0,2}/(\w+)(?:/\S*)?$")
+_IBDEV = re.compile(r"^\[(\d+)\](.*?)(?::(\d+))?(?::(\d+))?(?::(\d+))?/(\w+)(?:/\S*)?$")
 _FP = re.compile(r"(SequenceNumber|OpType|TensorShape)=(\[[^\]]*\]|[A-Z_a-z]+|\d+)")
 _EXC_PRE = re.compile(r"([\w.]*(?:Error|Exception))\s*:?\s*$")
 _SIZE = re.compile(r"size: (\d+)")
@@ -95,18 +99,21 @@ def iface(tok: str) -> E.Iface:
 
 
 def ibdev(tok: str) -> list[E.IbDev]:
-    """``[0]mlx5_0:1/IB``; the 2.23 merged form ``[0]={[0] mlx5_0:1/IB, [1] ...}``."""
+    """``[0]mlx5_0:1/IB``; 2.30 ``[0]mlx5_0:1:rail:plane/IB``; the 2.23 merged form
+    ``[0]={[0] mlx5_0:1/IB, [1] ...}`` (each member gets the merged device's index, the
+    one ``NET/IB/<n>`` in channel lines refers to)."""
     if "={" in tok:
+        outer = _int(tok[1:tok.index("]")])
         inner = tok[tok.index("{") + 1: tok.rindex("}") if "}" in tok else len(tok)]
         out = []
         for part in inner.split(","):
-            out.extend(ibdev(part.strip().replace("] ", "]", 1)))
+            out.extend(dataclasses.replace(d, idx=outer) for d in ibdev(part.strip().replace("] ", "]", 1)))
         return out
     m = _IBDEV.match(tok)
     if not m:
         return [E.IbDev(hca=tok, port=None, link="?")]
-    return [E.IbDev(hca=m.group(2), port=int(m.group(3)) if m.group(3) else None, link=m.group(4),
-                    idx=int(m.group(1)))]
+    return [E.IbDev(hca=m.group(2), port=_int(m.group(3)), link=m.group(6), idx=int(m.group(1)),
+                    rail=_int(m.group(4)), plane=_int(m.group(5)))]
 
 
 def tree_edges(tokens: list[str]) -> tuple[E.TreeEdge, ...]:
@@ -199,6 +206,8 @@ def _b_comm(f: Fields, kind: str) -> str:
 
 
 def _b_phases(f: Fields) -> None:
+    if "tfunc" in f:
+        f["func"] = f.pop("tfunc")
     toks = f.pop("phases", [])
     f["phases"] = tuple((k, float(v)) for k, v in zip(toks[0::2], toks[1::2]))
 
@@ -208,6 +217,32 @@ def _b_trace(f: Fields) -> None:
     f["file"], f["fline"] = file, _int(line)
     if "_thread" in f:
         f["thread"] = f["_thread"].strip("[]")
+    if "efunc" in f:
+        f["func"] = f.pop("efunc")
+    if "errtext" in f:
+        f["error"] = f.pop("errtext")[1:-1]
+
+
+def _b_ifpaths(f: Fields) -> None:
+    f["paths"] = tuple(tuple(t[:-1].split("(", 1)) for t in f.pop("ifpaths", []))
+
+
+def _b_chans(f: Fields) -> None:
+    # tokens: N channels , N collnet channels , ... , N p2p channels per peer
+    num, what = None, "coll"
+    for t in f.pop("chans", []):
+        if t[:1].isdigit():
+            num, what = t, "coll"
+        elif t.startswith("channels"):
+            f["p2p_per_peer" if t.endswith("peer") else what] = _int(num)
+        else:
+            what = t
+
+
+def _b_desync(f: Fields) -> None:
+    r = f.pop("ranks", None)
+    if r is not None:
+        f["ranks"] = tuple(int(x) for x in r.strip("[]").split(",") if x.strip())
 
 
 def _b_ring(f: Fields) -> None:
@@ -232,14 +267,16 @@ def _b_call(f: Fields) -> str:
     call = f.get("call", "")
     if "errno" in f:
         f["errno"] = _int(f["errno"])
-    err = f.get("error", "")
+    for k in ("errmsg", "errmsg_nr"):
+        if k in f:
+            f["error"] = f.pop(k)
+    f.setdefault("error", "")
+    if "hcaport" in f:
+        h, _, p = f.pop("hcaport").rpartition(":")
+        f["hca"], f["port"] = h, _int(p)
+    if "attempt" in f:
+        return "ibv_retry"
     if call.startswith("ibv_") or call.startswith("wrap_ibv"):
-        m = re.search(r"on dev (\S+?):(\d+), curr state (\w+), next state (\w+), local GID index (-?\d+), "
-                      r"local GID (\S+), remote GID (\S+)", err)
-        if m:
-            f.update(hca=m.group(1), port=int(m.group(2)), cur_state=m.group(3), next_state=m.group(4),
-                     gid_index=int(m.group(5)), local_gid=m.group(6).rstrip(","), remote_gid=m.group(7))
-            f["error"] = err[: err.find(", on dev")]
         return "ibv_error"
     if call in ("connect", "accept", "recv", "send", "socket", "bind", "listen", "poll", "getsockname",
                 "setsockopt") or "from" in f or "peer" in f:
@@ -299,6 +336,10 @@ def _b_store(f: Fields) -> None:
     if hp:
         h, _, p = hp.strip("()").rpartition(",")
         f["peer_host"], f["port"] = h.strip(), _int(p.strip())
+    addr = f.pop("addr", None)
+    if addr:  # [host]:port / host:port
+        h, _, p = addr.rpartition(":")
+        f["peer_host"], f["port"] = h.strip("[]") or None, _int(p)
     if "_rest" in f and not f.get("detail"):
         f["detail"] = f["_rest"]
 
@@ -331,6 +372,9 @@ _FIXERS: dict[str, Callable[..., Any]] = {
     "ib_completion_error": _b_ib_completion,
     "collective_mismatch": _b_mismatch,
     "pg_options": _b_pg_options,
+    "channels_summary": _b_chans,
+    "net_iface_paths": _b_ifpaths,
+    "desync_report": _b_desync,
 }
 
 
@@ -352,11 +396,13 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
         return _b_comm(f, kind)
     if rule == "call_failed":
         return _b_call(f)
+    if "_sockfn" in f or "_sockpoll" in f:
+        f["func"] = f.get("_sockfn") or f.get("_sockpoll")
+    if rule == "sock_exceeded":
+        f["error"] = "exceeded " + f.get("error", "").strip()
     if rule == "sock_connect_maybe_retry":
         f["op"] = "connect"
         return "socket_retry" if "retrying" in f.get("error", "") else "socket_error"
-    if kind == "socket_error" and "_sockfn" in f:
-        f["func"] = f["_sockfn"]
     if kind in ("store_error",):
         _b_store(f)
     elif kind == "addr_in_use":
@@ -372,12 +418,18 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
         m = _EXC_PRE.search(pre)
         if m:
             f.setdefault("exc_type", m.group(1))
+    if kind == "nccl_error_class":
+        f["code"] = f.pop("code_name", "")
     if kind == "exception":
         f["message"] = f.pop("message_opt", "")
     elif kind == "nccltests_failure":
-        f["message"] = f.pop("message_opt", "") or f.get("_rest", "")
+        f["message"] = (f.pop("message_opt", "") or f.get("_rest", "")).strip().strip("'")
+        if "fail_what" in f:
+            f["what"] = f.pop("fail_what")
+    elif kind == "nccltests_rank" and "test_bus_id" in f:
+        f["bus_id"] = f.pop("test_bus_id")
     elif kind == "nvls":
-        f["available"] = False if f.get("_avail") or f.get("available") is False else f.get("available", True)
+        f["available"] = False if "_avail" in f or f.get("available") is False else f.get("available", True)
         f["detail"] = f.get("detail", "")
     elif kind == "failure_block_head":
         f["block"] = "root_cause" if f.get("_failhead", "").startswith("Root") else "failures"

@@ -1,0 +1,63 @@
+"""The shape cache replays a parse for lines of the same shape: it must never change a result."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from _linecases import PARSE, load
+from conftest import CORPUS
+from ncclsleuth.grammar import ShapeCache
+from ncclsleuth.ingest import InputFile, LineReader
+from ncclsleuth.parse import FileParser
+
+FIXTURE_LOGS = sorted((PARSE.parent / "corpus").glob("*/log.txt"))
+CORPUS_LOGS = sorted(CORPUS.glob("*/*/log.txt")) if CORPUS.exists() else []
+
+
+def _events(lines, enabled):
+    fp = FileParser("t", ShapeCache(enabled=enabled))
+    return [e.to_dict() for e in fp.parse_lines(lines)]
+
+
+def _file_lines(path: Path):
+    return list(LineReader(InputFile(str(path))))
+
+
+@pytest.mark.parametrize("path", FIXTURE_LOGS + CORPUS_LOGS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_cache_equals_plain_on_logs(path):
+    lines = _file_lines(path)
+    # parse twice in the same cache so that the second pass is all cache hits
+    assert _events(lines + lines, True) == _events(lines + lines, False)
+
+
+def test_cache_equals_plain_on_line_fixtures():
+    lines = []
+    for name in ("nccl_lines.yaml", "torch_lines.yaml", "nccltests_lines.yaml", "envelope_lines.yaml"):
+        lines += [c["line"] for c in load(name)]
+    numbered = list(enumerate(lines + lines, 1))
+    assert _events(numbered, True) == _events(numbered, False)
+
+
+def test_same_shape_different_numbers():
+    cache = ShapeCache(enabled=True)
+    a = "Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/3/GDRDMA"
+    b = "Channel 13/1 : 15[3] -> 0[12] [send] via NET/IB/11(4)/GDRDMA"
+    c = "Channel 05/1 : 123[5] -> 4567[6] [send] via NET/IB/2/GDRDMA"
+    ra, rb, rc = cache.parse(a), cache.parse(b), cache.parse(c)
+    assert ra[0] == rb[0] == rc[0] == "channel_conn"
+    assert ra[1]["src"] == "7[7]" and rc[1]["src"] == "123[5]" and rc[1]["dst"] == "4567[6]"
+    assert rb[1]["via"] == "NET/IB/11(4)/GDRDMA" and rb[1]["chan"] == "13/1"
+    assert cache.hits >= 1
+    # hex values and pointers in the same shape
+    p1 = cache.parse("comm 0x7f3a2c000e00 rank 3 nranks 16 cudaDev 3 busId 5d000 - Init COMPLETE")
+    p2 = cache.parse("comm 0x55d5c8a0e6b0 rank 12 nranks 128 cudaDev 7 busId db000 - Init COMPLETE")
+    assert p1[1]["comm"] == "0x7f3a2c000e00" and p1[1]["bus_id"] == "5d000" and p1[1]["comm_rank"] == "3"
+    assert p2[1]["comm"] == "0x55d5c8a0e6b0" and p2[1]["bus_id"] == "db000" and p2[1]["comm_rank"] == "12"
+    assert p2[1]["nranks"] == "128" and p2[1]["cuda_dev"] == "7"
+    # and the same through the whole parser: typed values differ per line
+    fp = FileParser("t", ShapeCache(enabled=True))
+    e1 = fp.parse_line(1, "h:1:1 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/3/GDRDMA")[0]
+    e2 = fp.parse_line(2, "h:1:1 [0] NCCL INFO Channel 31/1 : 70[3] -> 81[10] [send] via NET/IB/13(9)/GDRDMA")[0]
+    assert (e1.channel, e1.src, e1.dst, e1.nic, e1.proxy_rank) == (0, 7, 8, 3, None)
+    assert (e2.channel, e2.conn_index, e2.src, e2.dst, e2.dst_dev, e2.nic, e2.proxy_rank) == (31, 1, 70, 81, "10", 13, 9)

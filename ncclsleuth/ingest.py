@@ -148,7 +148,7 @@ def _looks_binary(head: bytes) -> str | None:
     nul = head.count(b"\x00")
     if nul > len(head) // 10:
         return "binary file"
-    ctrl = sum(1 for b in head if b < 9 or 13 < b < 32) - nul
+    ctrl = sum(1 for b in head if b < 9 or 13 < b < 32 and b != 27) - nul  # ESC: ANSI colours
     if ctrl > len(head) // 10:
         return "binary file"
     return None

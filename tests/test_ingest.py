@@ -1,0 +1,136 @@
+"""Ingest: compressed, damaged and odd inputs are read (or skipped) with a notice, never a crash."""
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+
+import pytest
+from click.testing import CliRunner
+
+from ncclsleuth.cli import main
+from ncclsleuth.ingest import InputFile, LineReader, clean, discover
+
+LINE = "node1:10:10 [0] NCCL INFO Using network IB"
+
+
+def read(path, **kw):
+    r = LineReader(InputFile(str(path)), **kw)
+    return list(r), [n.message for n in r.notices]
+
+
+@pytest.mark.parametrize("suffix,opener", [(".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)])
+def test_compressed(tmp_path, suffix, opener):
+    p = tmp_path / ("log" + suffix)
+    with opener(p, "wb") as fh:
+        fh.write(f"{LINE}\nsecond\n".encode())
+    lines, notices = read(p)
+    assert lines == [(1, LINE), (2, "second")]
+    assert notices == []
+
+
+def test_compressed_name_does_not_matter(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(gzip.compress(b"a\nb\n"))
+    assert read(p)[0] == [(1, "a"), (2, "b")]
+
+
+def test_invalid_utf8_replaced_with_notice(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"ok\nbad \xff\xfe here\n")
+    lines, notices = read(p)
+    assert lines == [(1, "ok"), (2, "bad \ufffd\ufffd here")]
+    assert notices == ["1 line(s) with invalid UTF-8, decoded with replacement characters"]
+
+
+def test_crlf(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"a\r\nb\r\n")
+    assert read(p) == ([(1, "a"), (2, "b")], [])
+
+
+def test_cr_redraws_keep_every_segment(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"start\n 10%|#  \r 50%|### \r" + LINE.encode() + b"\r\n")
+    lines, _ = read(p)
+    assert lines == [(1, "start"), (2, " 10%|#  "), (2, " 50%|### "), (2, LINE)]
+    assert clean("a\r\rb\r") == ["a", "b"]
+
+
+def test_ansi_stripped(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"\x1b[31mERROR\x1b[0m: \x1b[1mboom\x1b[0m\n")
+    assert read(p)[0] == [(1, "ERROR: boom")]
+
+
+def test_utf16_bom(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(("a\n" + LINE + "\n").encode("utf-16"))
+    lines, notices = read(p)
+    assert lines == [(1, "a"), (2, LINE)]
+    assert notices == ["UTF-16 text, decoded"]
+
+
+def test_nul_bytes_dropped(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"x" * 200 + b"\n" + b"ab\x00cd\n")
+    assert read(p)[0] == [(1, "x" * 200), (2, "abcd")]
+
+
+def test_binary_file_skipped(tmp_path):
+    p = tmp_path / "core"
+    p.write_bytes(b"\x7fELF" + bytes(range(256)) * 4)
+    assert read(p) == ([], ["binary file, not a text log, skipped"])
+
+
+def test_long_line_cut(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"x" * 5000 + b"\nnext\n")
+    lines, notices = read(p, max_line=1024)
+    assert lines == [(1, "x" * 1024), (2, "next")]
+    assert notices == ["line 1 is longer than 1024 bytes: cut at 1024 bytes (3977 bytes dropped)"]
+
+
+def test_empty_folder_notice(tmp_path):
+    d = tmp_path / "empty"
+    d.mkdir()
+    found = discover([str(d)])
+    assert found.files == []
+    assert [(n.path, n.message) for n in found.notices] == [(str(d), "folder holds no readable log files")]
+
+
+def test_folder_walk_sorted_recursive(tmp_path):
+    for rel in ("b/z.log", "b/a.log", "a.log", "c/d/e.txt", ".hidden", "img.png"):
+        f = tmp_path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x\n")
+    found = discover([str(tmp_path)])
+    assert [f.path[len(str(tmp_path)) + 1:] for f in found.files] == ["a.log", "b/a.log", "b/z.log", "c/d/e.txt"]
+    assert [n.message for n in found.notices] == ["not a log file (by its extension), skipped"]
+
+
+def test_stdin_dash():
+    res = CliRunner().invoke(main, ["parse", "-"], input=LINE + "\n")
+    assert res.exit_code == 0, res.output
+    assert '"kind": "net_selected"' in res.output and '"network": "IB"' in res.output
+    assert '"source": "<stdin>"' in res.output
+
+
+def _stderr_lines(res):
+    return [ln for ln in res.stderr.splitlines() if ln.strip()]
+
+
+def test_nonexistent_path_exit_2_no_traceback(tmp_path):
+    res = CliRunner().invoke(main, ["parse", str(tmp_path / "nope.log")])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    assert "Traceback" not in res.stderr
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert any(str(tmp_path / "nope.log") in ln for ln in _stderr_lines(res))
+
+
+@pytest.mark.xfail(strict=True, reason="cli.py prints the discovery notice and then its own 'nothing could be "
+                   "read' error: two stderr lines; cli.py is owned elsewhere")
+def test_nonexistent_path_one_stderr_line(tmp_path):
+    res = CliRunner().invoke(main, ["parse", str(tmp_path / "nope.log")])
+    assert len(_stderr_lines(res)) == 1

@@ -79,10 +79,11 @@ def parse(paths: tuple[str, ...], fmt: str, kinds: str | None, no_cache: bool) -
                 out.write(json.dumps(ev.to_dict(), ensure_ascii=False) + "\n")
     else:
         _table(ev for ev in run if wanted is None or ev.kind in wanted)
+    if not run.files_read:
+        why = "; ".join(f"{n.path}: {n.message}" for n in run.notices) or "no readable input"
+        raise UserError(f"nothing could be read ({why})")
     for n in run.notices:
         click.echo(f"ncclsleuth: {n.path}: {n.message}", err=True)
-    if not run.files_read:
-        raise UserError("nothing could be read from the given paths")
 
 
 def _table(events: Any) -> None:

@@ -46,10 +46,11 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
 
     rules = _load(rule_dirs, keep_going)
     report, files_read = run(list(paths), rules, cache=not no_cache)
+    if not files_read:
+        why = "; ".join(f"{n['path']}: {n['message']}" for n in report.notices) or "no readable log in the given paths"
+        raise UserError(f"nothing could be analysed ({why})")
     for n in report.notices:
         click.echo(f"ncclsleuth: {n['path']}: {n['message']}", err=True)
-    if not files_read:
-        raise UserError("nothing could be analysed: no readable log in the given paths")
     text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty())
     if output:
         Path(output).write_text(text, encoding="utf-8")

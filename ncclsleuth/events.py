@@ -549,6 +549,14 @@ class Traceback(Event):
     last_frame: str | None = None
 
 
+@ev("sync_call")
+class SyncCall(Event):
+    """A traceback frame or code line inside a barrier/collective: where a rank was waiting."""
+
+    call: str = ""
+    code: str = ""
+
+
 @ev("exception", error=True)
 class ExceptionLine(Event):
     exc_type: str = ""

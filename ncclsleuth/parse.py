@@ -45,6 +45,10 @@ _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
 _PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
                         if "pg" in getattr(c, "__dataclass_fields__", {}))
 _TB_START = "Traceback (most recent call last):"
+_FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
+# Calls that block until every rank arrives: where a waiting rank's traceback points.
+_SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
+                   r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 
 
@@ -153,14 +157,21 @@ class FileParser:
             if len(body) == len(_TB_START):
                 return self._make(E.Text, rec, lineno, text, {})
             body = body[: -len(_TB_START)]
-        elif tb is not None and body.startswith(("File ", "  File ")) or (tb and text.startswith("  File ")):
-            tb.frames += 1
-            tb.last_frame = body.strip()
-            return self._make(E.Text, rec, lineno, text, {})
+        elif body.startswith("File "):
+            fm = _FRAME.match(body)
+            if fm is not None or tb is not None:
+                if tb is None:  # frames of an excerpt that lost its "Traceback" line
+                    tb = self._tb[rec.rank] = _Tb(start=lineno, text=text)
+                tb.frames += 1
+                tb.last_frame = body.strip()
+                return self._sync_or_text(rec, lineno, text, fm.group(1) if fm else "", body)
+        elif tb is not None and text[:1].isspace() and not _EXC.match(body):
+            return self._sync_or_text(rec, lineno, text, body, body)
         ev = self._anchored(rec, body, lineno, text)
         if ev is None and _EXC.match(body):
             ev = self._parse_at(rec, body, 0, lineno, text)
-        if tb is not None and (ev is not None and ev.kind != "failure_field") and not text[:1].isspace():
+        if tb is not None and ev is not None and not text[:1].isspace() and (
+                isinstance(ev, E.ExceptionLine) or _EXC.match(body.strip()) or getattr(ev, "exc_type", None)):
             exc = ev if isinstance(ev, E.ExceptionLine) else None
             m = _EXC.match(body.strip()) if exc is None else None
             if exc is not None:
@@ -180,6 +191,12 @@ class FileParser:
                 return self._make(E.WarnText, rec, lineno, text, {"message": body})
             return self._make(E.Text, rec, lineno, text, {})
         return ev
+
+    def _sync_or_text(self, rec: Record, lineno: int, text: str, where: str, code: str) -> E.Event:
+        m = _SYNC.search(where)
+        if m is None:
+            return self._make(E.Text, rec, lineno, text, {})
+        return self._make(E.SyncCall, rec, lineno, text, {"call": m.group(1), "code": code.strip()})
 
     def _anchored(self, rec: Record, body: str, lineno: int, text: str) -> E.Event | None:
         if self._in_failure_block and _FKEY.match(body):

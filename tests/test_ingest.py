@@ -129,8 +129,6 @@ def test_nonexistent_path_exit_2_no_traceback(tmp_path):
     assert any(str(tmp_path / "nope.log") in ln for ln in _stderr_lines(res))
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py prints the discovery notice and then its own 'nothing could be "
-                   "read' error: two stderr lines; cli.py is owned elsewhere")
 def test_nonexistent_path_one_stderr_line(tmp_path):
     res = CliRunner().invoke(main, ["parse", str(tmp_path / "nope.log")])
     assert len(_stderr_lines(res)) == 1

@@ -196,3 +196,6 @@ def _ranges(nums: list[int]) -> str:
 
 
 ranges = _ranges
+
+
+from . import whole_job  # noqa: E402,F401  (registers the whole-job facts)

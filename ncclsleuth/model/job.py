@@ -81,6 +81,8 @@ class Comm:
     #: (src, dst) -> [transport, net, gdr, channels]
     hops: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
     transports: Counter[str] = field(default_factory=Counter)
+    #: first line that showed this comm's graph (ring dump / trees): evidence for hangs
+    graph_event: E.Event | None = None
 
 
 def _pkey(ev: E.Event) -> tuple[str, int | None]:
@@ -301,16 +303,21 @@ def _h_info(m: JobModel, ev: E.CommInfo, p: Process | None) -> None:
 
 def _h_ring(m: JobModel, ev: E.Ring, p: Process | None) -> None:
     c = m.current_comm(ev)
+    if c is None and ev.order:  # no Init line in the excerpt: keep the ring anyway
+        c = m.comm("unknown")
+        c.nranks = c.nranks or len(ev.order)
     if c is not None and ev.order:
         c.rings[ev.channel] = ev.order
+        c.graph_event = c.graph_event or ev
         c.ring_truncated = c.ring_truncated or ev.truncated
 
 
 def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
-    c = m.current_comm(ev)
+    c = m.current_comm(ev) or m.comm("unknown")
     if c is not None:
         for e in ev.edges:
             c.trees.setdefault(e.channel, []).append(e)
+        c.graph_event = c.graph_event or ev
 
 
 def _h_conn(m: JobModel, ev: E.ChannelConn, p: Process | None) -> None:

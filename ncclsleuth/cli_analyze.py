@@ -128,3 +128,41 @@ def rules_test(rule_dirs: tuple[str, ...]) -> None:
                 click.echo(f"FAIL {r.id} {t.name}: {problem}")
     click.echo(f"{total - failed} passed, {failed} failed")
     sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--export", "export_to", type=click.Path(dir_okay=False), default=None,
+              help="Write the largest communicator's graph: .graphml or .dot")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_guard
+def topology(paths: tuple[str, ...], export_to: str | None, fmt: str) -> None:
+    """Rings, trees and transport hops per communicator, with what looks wrong."""
+    import json
+
+    from .pipeline import build_model
+    from .topology import analyze_topology, export
+
+    model, notices, files_read = build_model(list(paths))
+    if not files_read:
+        raise UserError("nothing could be read (" + "; ".join(f"{n.path}: {n.message}" for n in notices) + ")")
+    tops = analyze_topology(model)
+    if fmt == "json":
+        click.echo(json.dumps([t.to_dict() for t in tops], indent=2, sort_keys=True))
+    else:
+        if not tops:
+            click.echo("No ring, tree or connection lines in these logs (NCCL_DEBUG=INFO prints them at init).")
+        for t in tops:
+            click.echo(f"communicator {t.comm}: {t.nranks or '?'} ranks, {len(set(t.hosts.values()))} host(s)")
+            click.echo("  hops: " + (", ".join(f"{k} {v}" for k, v in sorted(t.hops.items())) or "none logged"))
+            click.echo(f"  rings checked: {t.rings_checked}" + (f"; problems: {'; '.join(t.ring_problems)}"
+                                                              if t.ring_problems else ", all visit every rank once"))
+            if t.socket_cross_node:
+                click.echo(f"  ! {t.socket_cross_node} inter-node hops over NET/Socket (TCP)")
+            if t.shm_intra_node:
+                click.echo(f"  ! {t.shm_intra_node} intra-node hops over SHM (P2P disabled or unavailable)")
+            if t.no_gdr_net:
+                click.echo(f"  ! {t.no_gdr_net} NET hops without GPUDirect RDMA")
+    if export_to and tops:
+        export(tops[0], export_to)
+        click.echo(f"graph of {tops[0].comm} written to {export_to}", err=True)

@@ -75,6 +75,10 @@ def collective_laggard(model: JobModel) -> list[Fact]:
             seen.add((_pg(ev), r))
             seq = ev.seq if ev.seq is not None else 0
             out.append(_laggard(_pg(ev), r, seq, seq + 1, _op_at(model, _pg(ev), seq + 1), None, hosts, [ev]))
+    # the desync report's other lines (head, snapshot) belong to the same diagnosis
+    report = [ev for ev in model.events.get("desync_report", ())]
+    for f in out:
+        f["evidence"] = f["evidence"] + [ev for ev in report if ev not in f["evidence"] and _pg(ev) == f["pg"]]
     return out
 
 
@@ -208,10 +212,16 @@ def config_minority(model: JobModel) -> list[Fact]:
             ibn[key].add(p.host or "?")
             ibev.setdefault(key, p.evidence["net_ib_devices"])
     out.extend(_minority("number of NET/IB devices", ibn, ibev))
+    gdr: dict[str, set[str]] = defaultdict(set)
+    for p in procs:
+        if p.net_conns:
+            gdr["GDR on" if p.gdr_conns else "GDR off"].add(p.host or "?")
+    out.extend(_minority("GPUDirect RDMA on NET hops", gdr, {}, allow_no_evidence=True))
     return out
 
 
-def _minority(name: str, vals: dict[str, set[str]], evs: dict[str, E.Event]) -> list[Fact]:
+def _minority(name: str, vals: dict[str, set[str]], evs: dict[str, E.Event],
+              allow_no_evidence: bool = False) -> list[Fact]:
     if len(vals) < 2:
         return []
     major = max(vals, key=lambda v: len(vals[v]))
@@ -220,7 +230,7 @@ def _minority(name: str, vals: dict[str, set[str]], evs: dict[str, E.Event]) -> 
         if v == major or len(hosts) >= len(vals[major]):
             continue
         ev = [e for e in (evs.get(v), evs.get(major)) if e is not None]
-        if not ev:
+        if not ev and not allow_no_evidence:
             continue
         out.append({"setting": name, "value": v, "majority": major, "hosts": ", ".join(sorted(hosts)[:8]),
                     "nhosts_minority": len(hosts), "nhosts_majority": len(vals[major]), "evidence": ev})

@@ -118,6 +118,9 @@ def _finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str,
         for ev in it.get("evidence", ()):
             evs.setdefault((ev.source, ev.line), ev)
     ordered = sorted(evs.values(), key=model.order_key)
+    lead = [ev for ev in (items[0].get("evidence", ()) if items else ())]
+    if lead:  # the primary item's own lines first (the culprit before the messengers)
+        ordered = lead[:1] + [ev for ev in ordered if ev is not lead[0]]
     hosts = sorted({ev.host for ev in ordered if ev.host} | {str(it["host"]) for it in items
                                                                if it.get("host") not in (None, "?")})
     ranks = sorted({ev.rank for ev in ordered if ev.rank is not None})

@@ -316,3 +316,51 @@ def init_stopped_silently(model: JobModel) -> list[Fact]:
         out.append({"comm": c.key, "nranks": nranks, "nhosts": len(hosts), "host": ", ".join(sorted(hosts)) or "?",
                     "channels": len(c.rings), "evidence": [c.graph_event]})
     return out
+
+
+@fact
+def init_missing_ranks(model: JobModel) -> list[Fact]:
+    """Ranks of a communicator that never logged Init START while most others did.
+
+    Needs most of the communicator's ranks in the logs (an excerpt with a few lines is
+    not evidence of absence), and no rank past Init COMPLETE, or errors in the job.
+    Where the ranks of a host are contiguous, the missing rank's host is named from its
+    neighbours.
+    """
+    out: list[Fact] = []
+    failed = bool(model.error_events())
+    for c in model.comms.values():
+        if not c.nranks or c.nranks < 2:
+            continue
+        # "Init START" exists from NCCL 2.18.3 on; older logs say nothing about ranks that are absent
+        started = {r for r, st in c.ranks.items() if st.start is not None and st.start.phase == "START"}
+        seen = started | {r for r, st in c.ranks.items() if st.complete is not None}
+        missing = sorted(set(range(c.nranks)) - seen)
+        if not missing or not started or len(seen) < max(2, 0.75 * c.nranks):
+            continue
+        completed = sum(1 for st in c.ranks.values() if st.complete is not None)
+        if completed and not failed:
+            continue
+        hosts = _guess_hosts(c, missing)
+        evidence = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3] if st.start is not None]
+        out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
+                    "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
+    return out
+
+
+def _guess_hosts(c: Any, missing: list[int]) -> str:
+    """Hosts of missing ranks, assuming ranks are placed on hosts in contiguous blocks."""
+    by_host: dict[str, list[int]] = defaultdict(list)
+    for r, st in c.ranks.items():
+        if st.host:
+            by_host[st.host].append(r)
+    if not by_host:
+        return "?"
+    per_host = max(len(rs) for rs in by_host.values())
+    block_host = {min(rs) // per_host: h for h, rs in by_host.items()}
+    names = []
+    for r in missing:
+        h = block_host.get(r // per_host, "a host with no log")
+        if h not in names:
+            names.append(h)
+    return ", ".join(names[:8])

@@ -1,0 +1,128 @@
+"""Whole-job diagnoses on generated multi-rank jobs (8 to 1,024 ranks, per-rank files).
+
+The jobs come from bench/generate.py (real NCCL 2.18/2.23 and PyTorch 2.6 line formats);
+its manifest says which rank and host the injected failure is on, and every assertion
+checks that exact rank, host and sequence number.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ncclsleuth.cli import main
+from ncclsleuth.pipeline import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("ncclsleuth_bench_generate", ROOT / "bench" / "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+GEN = _generator()
+
+
+def make_job(tmp_path: Path, inject: str, ranks: int, version: str = "2.23", seed: int = 7) -> tuple[Path, dict]:
+    out = tmp_path / f"{inject}-{ranks}"
+    args = GEN.build_parser().parse_args(["--ranks", str(ranks), "--per-host", "8", "--channels", "4",
+                                          "--inject", inject, "--nccl-version", version, "--seed", str(seed),
+                                          "--out", str(out)])
+    return out, GEN.generate(args)
+
+
+def problems(report):
+    return [f for f in report.findings if f.severity in ("warning", "error")]
+
+
+@pytest.mark.parametrize("ranks,version", [(8, "2.23"), (32, "2.18"), (64, "2.23")])
+def test_rank_that_missed_the_collective_is_named_first(tmp_path, ranks, version):
+    job, man = make_job(tmp_path, "desync", ranks, version)
+    (culprit,), (host,) = man["culprit_ranks"], man["culprit_hosts"]
+    report, _ = analyze([str(job)])
+    top = report.findings[0]
+    assert top.rule_id == "DESYNC002"
+    assert (f"Rank {culprit} (host {host}) stopped at SeqNum 1244 while {ranks - 1} ranks reached 1245 (ALLREDUCE)"
+            in top.message)
+    assert f"[rank{culprit}]" in top.evidence[0].text
+    timeout = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
+    assert timeout.caused_by == "DESYNC002"
+
+
+@pytest.mark.parametrize("ranks", [16, 64])
+def test_rank_that_never_arrived_at_init(tmp_path, ranks):
+    job, man = make_job(tmp_path, "missing_rank", ranks)
+    (culprit,), (host,) = man["culprit_ranks"], man["culprit_hosts"]
+    report, _ = analyze([str(job)])
+    top = report.findings[0]
+    assert top.rule_id == "INIT002"
+    assert f"ranks {culprit} never logged Init START ({host}); {ranks - 1} ranks did" in top.message
+
+
+def test_socket_fallback_minority_node(tmp_path):
+    job, man = make_job(tmp_path, "socket_fallback", 32)
+    (host,) = man["culprit_hosts"]
+    report, _ = analyze([str(job)])
+    top = report.findings[0]
+    assert (top.rule_id, top.category) == ("NET003", "socket_fallback")
+    assert top.hosts == [host] and "other nodes of this job use NET/IB" in top.message
+
+
+def test_wrong_interface_on_one_node(tmp_path):
+    job, man = make_job(tmp_path, "wrong_iface", 32)
+    (host,) = man["culprit_hosts"]
+    report, _ = analyze([str(job)])
+    top = report.findings[0]
+    assert (top.rule_id, top.hosts) == ("NET001", [host])
+    assert "docker0" in top.title
+    assert all(f.caused_by for f in report.findings if f.rule_id == "NET005")
+
+
+def test_duplicate_gpu_ranks(tmp_path):
+    job, man = make_job(tmp_path, "dup_gpu", 16)
+    a, b = man["culprit_ranks"]
+    report, _ = analyze([str(job)])
+    top = report.findings[0]
+    assert top.rule_id == "DUP001"
+    assert {f"rank {a}", f"rank {b}"} <= set(top.title.replace("(", "").replace(")", "").split(" and ")) or \
+        (str(a) in top.title and str(b) in top.title)
+
+
+@pytest.mark.parametrize("ranks,version", [(8, "2.18"), (64, "2.23")])
+def test_healthy_multi_rank_jobs_raise_no_warning(tmp_path, ranks, version):
+    job, _ = make_job(tmp_path, "none", ranks, version)
+    report, _ = analyze([str(job)])
+    assert problems(report) == [], [f.title for f in problems(report)]
+    assert report.unexplained_total == 0
+    assert report.summary["ranks"] == ranks
+
+
+def test_1024_rank_job_one_rank_missing_a_collective(tmp_path):
+    job, man = make_job(tmp_path, "desync", 1024, seed=11)
+    (culprit,), (host,) = man["culprit_ranks"], man["culprit_hosts"]
+    report, files = analyze([str(job)])
+    assert files == 1024
+    top = report.findings[0]
+    assert top.rule_id == "DESYNC002"
+    assert f"Rank {culprit} (host {host}) stopped at SeqNum 1244 while 1023 ranks reached 1245" in top.message
+    assert report.summary["ranks"] == 1024 and len(report.summary["hosts"]) == 128
+
+
+def test_cli_prints_the_culprit_above_the_63_timeouts(tmp_path):
+    job, man = make_job(tmp_path, "desync", 64)
+    (culprit,) = man["culprit_ranks"]
+    res = CliRunner().invoke(main, ["analyze", str(job), "--no-color"])
+    assert res.exit_code == 1
+    out = res.output
+    assert out.index(f"Rank {culprit}") < out.index("timed out")
+    data = json.loads(CliRunner().invoke(main, ["analyze", str(job), "--format", "json"]).output)
+    assert [f["rule_id"] for f in data["findings"]][:2] == ["DESYNC002", "TIMEOUT001"]
+    assert data["findings"][1]["evidence_total"] >= 63

@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""Throughput, memory and start-up benchmark of ncclsleuth on synthetic multi-node logs.
+
+One invocation measures, on the SAME files:
+
+  baseline   a plain Python pass: binary ``readline`` of every line of every file
+             (gzip-aware), UTF-8 decode, one anchored prefix regex
+             ``^(\\S+):(\\d+):(\\d+) \\[(\\d+)\\] NCCL (INFO|WARN)``.  The floor of any
+             Python parser of these files;
+  parse      ``ncclsleuth parse DIR --format jsonl > /dev/null``;
+  analyze    ``ncclsleuth analyze DIR --format json [--jobs N] > /dev/null``, only if
+             ``ncclsleuth analyze --help`` exits 0 (``--jobs`` only if the help lists it).
+
+Every measured command is a child process started with ``subprocess.Popen`` and reaped
+with ``os.wait4``, which returns that child's own ``rusage``: wall time is taken around
+it with ``time.perf_counter``, CPU time is ``ru_utime + ru_stime``, and peak RSS is
+``ru_maxrss`` (the largest resident set of the child and of any descendant it waited
+for; with ``--jobs N`` that is the largest single process, not the sum).  This avoids
+``RUSAGE_CHILDREN`` deltas (a max over all children ever, useless after the first
+large one) and does not depend on ``/usr/bin/time`` being installed.
+
+Files are read once before timing so that every command sees a warm page cache.
+MB/s counts uncompressed bytes (1 MB = 10^6 bytes).
+
+Modes:
+  python bench/run.py                         1M lines, 64 ranks, per-rank files
+  python bench/run.py --lines 5000000 --ranks 256 --comms 3 --layout one-file --gzip
+  python bench/run.py --logs DIR              measure existing logs, generate nothing
+  python bench/run.py --sizes 1000000,2000000 scaling check (one job per size)
+  python bench/run.py --cold-start            median of 10 starts on a 200-line paste
+  python bench/run.py --profile 200000        cProfile of ``ncclsleuth parse`` (top 25)
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+PREFIX = r"^(\S+):(\d+):(\d+) \[(\d+)\] NCCL (INFO|WARN)"
+
+
+# --------------------------------------------------------------------------- the baseline (runs as a child)
+
+
+def _files(paths: list[str]) -> list[str]:
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            for dp, dn, fn in os.walk(p):
+                dn.sort()
+                out.extend(os.path.join(dp, f) for f in sorted(fn) if not f.startswith("."))
+        else:
+            out.append(p)
+    return out
+
+
+def baseline(paths: list[str]) -> dict:
+    match = re.compile(PREFIX).match
+    lines = nbytes = hits = 0
+    files = _files(paths)
+    for path in files:
+        with open(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
+            readline = f.readline
+            while True:
+                b = readline(1 << 20)
+                if not b:
+                    break
+                lines += 1
+                nbytes += len(b)
+                if match(b.decode("utf-8", "replace")):
+                    hits += 1
+    return {"files": len(files), "lines": lines, "bytes": nbytes, "prefix_matches": hits}
+
+
+# --------------------------------------------------------------------------- measuring a child
+
+
+def measure(cmd: list[str], stdout_path: str | None = None, env: dict | None = None) -> dict:
+    """Run ``cmd`` (stdout to /dev/null or a file); wall, CPU, peak RSS from its own rusage."""
+    with tempfile.TemporaryFile() as err, open(stdout_path or os.devnull, "wb") as out:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
+        err.seek(0)
+        tail = err.read()[-2000:].decode("utf-8", "replace")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss, "rc": p.returncode,
+            "stderr": tail}
+
+
+def measure_n(cmd: list[str], n: int, **kw) -> dict:
+    runs = [measure(cmd, **kw) for _ in range(max(1, n))]
+    best = dict(runs[0])
+    best["wall"] = statistics.median(r["wall"] for r in runs)
+    best["cpu"] = statistics.median(r["cpu"] for r in runs)
+    best["rss_kb"] = max(r["rss_kb"] for r in runs)
+    best["runs"] = len(runs)
+    return best
+
+
+# --------------------------------------------------------------------------- the tools
+
+
+def ncclsleuth_cmd() -> list[str]:
+    """The installed console script next to this interpreter (not a pyenv shim: a shim adds ~50 ms)."""
+    here = os.path.join(os.path.dirname(sys.executable), "ncclsleuth")
+    if os.access(here, os.X_OK):
+        return [here]
+    found = shutil.which("ncclsleuth")
+    return [found] if found else [sys.executable, "-m", "ncclsleuth"]
+
+
+def analyze_support(exe: list[str]) -> tuple[bool, bool]:
+    try:
+        r = subprocess.run(exe + ["analyze", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False, False
+    return r.returncode == 0, r.returncode == 0 and "--jobs" in r.stdout
+
+
+def machine() -> dict:
+    model = "?"
+    mem = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    model = ln.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            for ln in f:
+                if ln.startswith("MemTotal"):
+                    mem = "%.1f GiB" % (int(ln.split()[1]) / 2**20)
+                    break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    try:
+        rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "ncclsleuth"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        rev += " (ncclsleuth/ has local changes)" if dirty else ""
+    except OSError:
+        rev = "?"
+    try:
+        from importlib.metadata import version
+        ver = version("ncclsleuth")
+        lark_ver = version("lark")
+    except Exception:  # noqa: BLE001
+        ver = lark_ver = "?"
+    return {"nproc": os.cpu_count(), "usable_cpus": usable, "cpu_model": model, "memory": mem,
+            "python": platform.python_version(), "implementation": platform.python_implementation(),
+            "os": f"{platform.system()} {platform.release()}", "ncclsleuth": ver, "lark": lark_ver, "git": rev}
+
+
+def machine_md(m: dict) -> str:
+    return (f"Machine: {m['nproc']} CPUs ({m['usable_cpus']} usable), {m['cpu_model']}, {m['memory']} RAM, "
+            f"{m['os']}; {m['implementation']} {m['python']}; ncclsleuth {m['ncclsleuth']} (git {m['git']}), "
+            f"lark {m['lark']}.")
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def gen(out: str, lines: int, a: argparse.Namespace, **over) -> dict:
+    gz = over.pop("gzip", a.gzip)
+    opts = {"ranks": a.ranks, "per_host": a.per_host, "comms": a.comms, "channels": a.channels,
+            "layout": a.layout, "inject": a.inject, "nccl_version": a.nccl_version, "seed": a.seed}
+    opts.update(over)
+    cmd = [sys.executable, os.path.join(HERE, "generate.py"), "--out", out, "--force",
+           "--target-lines", str(lines)]
+    for k, v in opts.items():
+        cmd += ["--" + k.replace("_", "-"), str(v)]
+    if gz:
+        cmd.append("--gzip")
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"run: generate failed:\n{r.stderr}")
+    man = json.loads(r.stdout)
+    print(f"generated {man['lines']:,} lines in {man['files']} file(s), "
+          f"{man['bytes_uncompressed'] / 1e6:.1f} MB, in {time.perf_counter() - t0:.1f} s -> {out}", flush=True)
+    return man
+
+
+def warm(paths: list[str]) -> int:
+    n = 0
+    for f in _files(paths):
+        with open(f, "rb") as fh:
+            while True:
+                b = fh.read(1 << 20)
+                if not b:
+                    break
+                n += len(b)
+    return n
+
+
+# --------------------------------------------------------------------------- one throughput run
+
+
+def throughput(logs: str, a: argparse.Namespace, exe: list[str]) -> dict:
+    disk = warm([logs])
+    res: dict = {"logs": logs, "disk_bytes": disk, "rows": []}
+    tmp = tempfile.NamedTemporaryFile(delete=False, suffix=".json")
+    tmp.close()
+    try:
+        b = measure_n([sys.executable, os.path.abspath(__file__), "--_baseline", logs], a.repeat,
+                      stdout_path=tmp.name)
+        with open(tmp.name) as f:
+            info = json.load(f)
+    finally:
+        os.unlink(tmp.name)
+    res.update(info)
+    lines, nbytes = info["lines"], info["bytes"]
+    base = b["wall"]
+
+    def row(name: str, cmd_text: str, m: dict) -> None:
+        res["rows"].append({"name": name, "cmd": cmd_text, "wall": m["wall"], "cpu": m["cpu"],
+                            "rss_mib": m["rss_kb"] / 1024, "rc": m["rc"], "lines_s": lines / m["wall"],
+                            "mb_s": nbytes / 1e6 / m["wall"], "x_base": m["wall"] / base,
+                            "stderr": m["stderr"][-300:] if m["rc"] not in (0, 1) else ""})
+        print(f"  {name:<22} {m['wall']:8.2f} s  rss {m['rss_kb'] / 1024:7.1f} MiB  rc {m['rc']}", flush=True)
+
+    row("baseline (readline+regex)", "python bench/run.py --_baseline DIR", b)
+    m = measure_n(exe + ["parse", logs, "--format", "jsonl"], a.repeat)
+    row("ncclsleuth parse", "ncclsleuth parse DIR --format jsonl > /dev/null", m)
+    has, jobs_ok = analyze_support(exe)
+    res["analyze"] = has
+    if has:
+        for j in (a.jobs if jobs_ok else [None]):
+            cmd = exe + ["analyze", logs, "--format", "json"] + (["--jobs", str(j)] if j else [])
+            m = measure_n(cmd, a.repeat)
+            name = f"ncclsleuth analyze --jobs {j}" if j else "ncclsleuth analyze"
+            row(name, " ".join(["ncclsleuth analyze DIR --format json"] + ([f"--jobs {j}"] if j else []))
+                + " > /dev/null", m)
+    return res
+
+
+def table_md(res: dict) -> str:
+    hdr = ("| step | wall s | lines/s | MB/s | × baseline | CPU s | peak RSS MiB | exit |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|")
+    rows = [f"| {r['name']} | {r['wall']:.2f} | {r['lines_s']:,.0f} | {r['mb_s']:.1f} | {r['x_base']:.1f} | "
+            f"{r['cpu']:.2f} | {r['rss_mib']:.0f} | {r['rc']} |" for r in res["rows"]]
+    return "\n".join([hdr, *rows])
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def mode_single(a: argparse.Namespace, exe: list[str]) -> dict:
+    logs = a.logs
+    man = None
+    if not logs:
+        logs = os.path.join(OUT, f"job-{a.lines}")
+        man = gen(logs, a.lines, a)
+    res = throughput(logs, a, exe)
+    res["manifest"] = man
+    print()
+    desc = (f"{res['lines']:,} lines, {res['bytes'] / 1e6:.1f} MB uncompressed ({res['disk_bytes'] / 1e6:.1f} MB on "
+            f"disk) in {res['files']} file(s)")
+    if man:
+        desc += (f"; {man['ranks']} ranks on {man['hosts']} hosts, {man['comms']} communicator(s), "
+                 f"{man['channels']} channels, NCCL {man['nccl_version']} wording, layout {man['layout']}"
+                 f"{', gzip' if man['gzip'] else ''}, inject {man['inject']}; "
+                 f"{man['nccl_lines']:,} NCCL/PyTorch lines in all + {man['noise_per_rank']:,} noise lines per rank")
+    print(desc + "\n")
+    print(table_md(res))
+    if not res.get("analyze"):
+        print("\n(`ncclsleuth analyze` is not available in this checkout: row skipped)")
+    for r in res["rows"]:
+        if r["stderr"]:
+            print(f"\n{r['name']} stderr: {r['stderr']}")
+    res["description"] = desc
+    if man and not a.keep:
+        shutil.rmtree(logs, ignore_errors=True)
+    return res
+
+
+def mode_sizes(a: argparse.Namespace, exe: list[str]) -> dict:
+    sizes = [int(s) for s in a.sizes.split(",")]
+    out = []
+    for n in sizes:
+        logs = os.path.join(OUT, f"job-{n}")
+        man = gen(logs, n, a)
+        res = throughput(logs, a, exe)
+        res["manifest"] = man
+        out.append(res)
+        if not a.keep:
+            shutil.rmtree(logs, ignore_errors=True)
+    names = [r["name"] for r in out[0]["rows"]]
+    print("\nEach cell: wall s / lines per s / peak RSS MiB.  Last column: parse wall ratio to the previous size "
+          "(line-count ratio); equal numbers mean linear scaling.\n")
+    print("| lines | MB | " + " | ".join(names) + " | parse ratio (size ratio) |")
+    print("|---:|---:|" + "---:|" * len(names) + "---|")
+    prev = None
+    for res in out:
+        rows = {r["name"]: r for r in res["rows"]}
+        p = rows["ncclsleuth parse"]
+        ratio = "" if prev is None else f"{p['wall'] / prev[0]:.2f} ({res['lines'] / prev[1]:.2f})"
+        cells = [f"{rows[n]['wall']:.2f} / {rows[n]['lines_s']:,.0f} / {rows[n]['rss_mib']:.0f}" if n in rows else ""
+                 for n in names]
+        print(f"| {res['lines']:,} | {res['bytes'] / 1e6:.0f} | " + " | ".join(cells) + f" | {ratio} |")
+        prev = (p["wall"], res["lines"])
+    return {"sizes": out}
+
+
+def mode_cold(a: argparse.Namespace, exe: list[str]) -> dict:
+    d = os.path.join(OUT, "paste")
+    gen(d, 4000, a, ranks=16, comms=1, channels=2, layout="one-file", inject="desync", gzip=False)
+    with open(os.path.join(d, "job.log"), encoding="utf-8") as f:
+        lines = f.readlines()
+    paste = os.path.join(OUT, "paste-200.log")
+    with open(paste, "w", encoding="utf-8") as f:
+        f.writelines(lines[-200:])  # the end of the job: the watchdog/desync lines
+    shutil.rmtree(d, ignore_errors=True)
+    n = a.cold_runs
+    rows = []
+
+    def one(name: str, cmd: list[str], env: dict | None = None) -> None:
+        walls = []
+        for _ in range(n):
+            m = measure(cmd, env=env)
+            walls.append(m["wall"])
+        rows.append({"name": name, "median": statistics.median(walls), "min": min(walls), "max": max(walls),
+                     "rc": m["rc"], "rss_mib": m["rss_kb"] / 1024})
+        print(f"  {name:<50} median {statistics.median(walls) * 1000:7.1f} ms", flush=True)
+
+    one("python3 -c pass", [sys.executable, "-c", "pass"])
+    one("python3 -c 'import ncclsleuth.cli'", [sys.executable, "-c", "import ncclsleuth.cli"])
+    one("ncclsleuth parse paste-200.log", exe + ["parse", paste, "--format", "jsonl"])
+    has, _ = analyze_support(exe)
+    if has:
+        one("ncclsleuth analyze paste-200.log --format json", exe + ["analyze", paste, "--format", "json"])
+    # the very first run on a machine: the Lark grammar cache is empty
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, XDG_CACHE_HOME=cache)
+        m = measure(exe + ["parse", paste, "--format", "jsonl"], env=env)
+        rows.append({"name": "ncclsleuth parse paste-200.log (empty grammar cache, 1 run)", "median": m["wall"],
+                     "min": m["wall"], "max": m["wall"], "rc": m["rc"], "rss_mib": m["rss_kb"] / 1024})
+    os.unlink(paste)
+    base = rows[0]["median"]
+    print(f"\nCold start, 200-line paste, median of {n} runs (min..max):\n")
+    print("| command | median ms | min..max ms | minus `python3 -c pass` ms | peak RSS MiB | exit |\n"
+          "|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['name']} | {r['median'] * 1000:.0f} | {r['min'] * 1000:.0f}..{r['max'] * 1000:.0f} | "
+              f"{(r['median'] - base) * 1000:.0f} | {r['rss_mib']:.0f} | {r['rc']} |")
+    return {"cold": rows}
+
+
+def mode_profile(a: argparse.Namespace, exe: list[str]) -> dict:
+    logs = a.logs or os.path.join(OUT, f"prof-{a.profile}")
+    if not a.logs:
+        gen(logs, a.profile, a)
+    plain = measure(exe + ["parse", logs, "--format", "jsonl"])
+    prof = os.path.join(OUT, "parse.prof")
+    m = measure([sys.executable, "-m", "cProfile", "-o", prof, "-m", "ncclsleuth", "parse", logs,
+                 "--format", "jsonl"])
+    import pstats
+    print(f"\nncclsleuth parse: {plain['wall']:.2f} s plain, {m['wall']:.2f} s under cProfile\n")
+    for key in ("cumulative", "tottime"):
+        print(f"--- top {a.top} by {key} ---")
+        pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats(key).print_stats(a.top)
+    print(f"(profile data kept in {prof}: python -m pstats {prof})")
+    if not a.logs and not a.keep:
+        shutil.rmtree(logs, ignore_errors=True)
+    return {"plain_wall": plain["wall"], "profiled_wall": m["wall"], "prof": prof}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--_baseline"]:
+        json.dump(baseline(argv[1:]), sys.stdout)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--lines", type=int, default=1_000_000, help="lines of the generated job (default 1M)")
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--per-host", type=int, default=8)
+    ap.add_argument("--comms", type=int, default=3)
+    ap.add_argument("--channels", type=int, default=32)
+    ap.add_argument("--layout", choices=("per-rank-files", "one-file"), default="per-rank-files")
+    ap.add_argument("--gzip", action="store_true")
+    ap.add_argument("--inject", default="desync")
+    ap.add_argument("--nccl-version", default="2.23")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--logs", help="measure this existing file/folder instead of generating")
+    ap.add_argument("--jobs", default=None, help="analyze --jobs values, comma list (default: 1,nproc)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per command; the median wall is reported")
+    ap.add_argument("--sizes", help="comma list of line counts: one generated job per size (scaling check)")
+    ap.add_argument("--cold-start", action="store_true", help="start-up time on a 200-line paste")
+    ap.add_argument("--cold-runs", type=int, default=10)
+    ap.add_argument("--profile", type=int, metavar="LINES", help="cProfile ncclsleuth parse on a job this big")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--keep", action="store_true", help="keep the generated logs under bench/out/")
+    ap.add_argument("--json", help="also write all results to this JSON file")
+    a = ap.parse_args(argv)
+    ncpu = os.cpu_count() or 1
+    a.jobs = [int(x) for x in a.jobs.split(",")] if a.jobs else sorted({1, ncpu})
+    os.makedirs(OUT, exist_ok=True)
+    exe = ncclsleuth_cmd()
+    m = machine()
+    print(machine_md(m))
+    print(f"ncclsleuth command: {' '.join(exe)}\n", flush=True)
+    if a.cold_start:
+        res = mode_cold(a, exe)
+    elif a.profile:
+        res = mode_profile(a, exe)
+    elif a.sizes:
+        res = mode_sizes(a, exe)
+    else:
+        res = mode_single(a, exe)
+    print("\n" + machine_md(m))
+    if a.json:
+        res["machine"] = m
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

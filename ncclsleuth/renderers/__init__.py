@@ -12,6 +12,9 @@ from typing import Any
 RENDERERS = {
     "terminal": "ncclsleuth.renderers.terminal",
     "json": "ncclsleuth.renderers.json_out",
+    "markdown": "ncclsleuth.renderers.markdown",
+    "slack": "ncclsleuth.renderers.slack",
+    "html": "ncclsleuth.renderers.html",
 }
 
 

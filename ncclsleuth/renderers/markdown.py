@@ -1,0 +1,314 @@
+"""Markdown: the chat-ops answer (``--format markdown``) and the post-mortem variant.
+
+Chat-ops (default): the verdict on the first line, the top findings (three by default)
+with one evidence line each and the fix as a fenced block, then one summary line;
+``max_chars`` (default 4000) trims whole findings, then lines, and says what was left
+out.  Post-mortem (``postmortem=True``, used by ``ncclsleuth report -o x.md``): every
+finding, the job summary, Mermaid diagrams (ring as ``graph LR``, init as ``gantt``)
+from the plain-dict ``figures`` payload, and the unexplained warnings.
+
+Pure: Report (+ plain dicts) in, text out.  The small helpers here are shared with the
+Slack and HTML renderers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_MAX_CHARS = 4000
+_SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def first_sentence(text: str, limit: int = 300) -> str:
+    """The first sentence of ``text`` on one line (cut at ``limit`` characters)."""
+    flat = " ".join(text.split())
+    for end in (". ", "! ", "? "):
+        i = flat.find(end)
+        if 0 < i < limit:
+            return flat[: i + 1]
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def where(f: Any) -> str:
+    """``host gpu-node-06, rank 44`` style location of a finding ('' when unknown)."""
+    parts = []
+    if f.hosts:
+        hs = list(f.hosts)
+        parts.append(("host " if len(hs) == 1 else "hosts ") + ", ".join(hs[:3]) + (" …" if len(hs) > 3 else ""))
+    if f.ranks:
+        rs = [str(r) for r in f.ranks]
+        parts.append(("rank " if len(rs) == 1 else "ranks ") + ", ".join(rs[:4]) + (" …" if len(rs) > 4 else ""))
+    return ", ".join(parts)
+
+
+def short_file(path: str) -> str:
+    """Last two path components: enough to find the file, short enough for chat."""
+    bits = path.replace("\\", "/").split("/")
+    return "/".join(bits[-2:]) if len(bits) > 2 else path
+
+
+def summary_line(s: dict[str, Any]) -> str:
+    """One line: ranks, hosts, NCCL versions, network, files/lines."""
+    hosts = s.get("hosts") or []
+    bits = [f"{s.get('ranks') or '?'} ranks on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"]
+    vers = s.get("nccl_versions") or {}
+    if vers:
+        bits.append("NCCL " + ", ".join(f"{k} ({v})" if len(vers) > 1 else k for k, v in vers.items()))
+    nets = s.get("network") or {}
+    if nets:
+        bits.append("network " + ", ".join(f"{k} ({len(v)} host{'s' if len(v) != 1 else ''})" for k, v in nets.items()))
+    bits.append(f"{s.get('files', '?')} files / {s.get('lines', '?')} lines")
+    return " · ".join(bits)
+
+
+def verdict_sentence(report: Any) -> str:
+    v = report.verdict
+    if v is None:
+        return "No problem found in these logs."
+    return first_sentence(v.title if v.title.endswith(".") else v.title + ".")
+
+
+def code(text: str) -> str:
+    """Inline code that survives backticks inside ``text``."""
+    text = " ".join(text.split())
+    if "`" not in text:
+        return f"`{text}`"
+    return f"`` {text.replace('``', '` `')} ``"
+
+
+def fence(text: str, lang: str = "") -> str:
+    mark = "~~~" if "```" in text else "```"
+    return f"{mark}{lang}\n{text.rstrip()}\n{mark}"
+
+
+def cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: max(0, n - 1)] + "…"
+
+
+# ----------------------------------------------------------------------------- chat-ops
+
+
+def _verdict_md(report: Any) -> str:
+    v = report.verdict
+    if v is None:
+        return "\u2705 **OK** — no problem found in these logs."
+    loc = where(v)
+    head = f"{_SEV_ICON.get(v.severity, '')} **{v.severity.upper()} · {v.category}" + (f" · {loc}" if loc else "") + "**"
+    return f"{head.strip()} — {verdict_sentence(report)}"
+
+
+def _finding_md(i: int, f: Any, evidence: int = 1, text_limit: int = 240) -> str:
+    lines = [f"**{i}. [{f.rule_id}] {f.title}** _({f.severity}, {f.category}, confidence {f.confidence:.2f}"
+             + (f", symptom of {f.caused_by}" if f.caused_by else "") + ")_"]
+    msg = first_sentence(f.message, 400)
+    if msg and msg != f.title:
+        lines.append(msg)
+    for e in f.evidence[:evidence]:
+        lines.append(f"- {code(f'{short_file(e.file)}:{e.line}')} {code(cut(e.text.strip(), text_limit))}")
+    more = max(f.evidence_total, len(f.evidence)) - min(evidence, len(f.evidence))
+    if more > 0:
+        lines.append(f"- _… {more} more evidence line{'s' if more != 1 else ''}_")
+    if f.fix.strip():
+        lines.append("Fix:")
+        lines.append(fence(f.fix.strip()))
+    return "\n".join(lines)
+
+
+def _fit(parts: list[str], tail: list[str], max_chars: int, left_findings: int) -> str:
+    """Join ``parts`` + note + ``tail`` within ``max_chars``; drop whole parts, then lines."""
+    def note(nf: int, nl: int) -> str:
+        bits = []
+        if nf:
+            bits.append(f"{nf} more finding{'s' if nf != 1 else ''}")
+        if nl:
+            bits.append(f"{nl} line{'s' if nl != 1 else ''}")
+        return f"_… {' / '.join(bits)} left out (full report: `ncclsleuth analyze --format json`)_" if bits else ""
+
+    def join(ps: list[str], nf: int, nl: int) -> str:
+        n = note(nf, nl)
+        return "\n\n".join([p for p in ps if p] + ([n] if n else []) + tail)
+
+    kept = list(parts)
+    dropped_f = left_findings
+    text = join(kept, dropped_f, 0)
+    while len(text) > max_chars and len(kept) > 2:  # drop whole findings, keep the verdict and the top one
+        kept.pop()
+        dropped_f += 1
+        text = join(kept, dropped_f, 0)
+    if len(text) <= max_chars:
+        return text
+    # still too long: cut lines off the end of what is left (verdict line stays first)
+    lines = "\n\n".join(kept).split("\n")
+    dropped_l = 0
+    in_fence = False
+    while len(lines) > 1:
+        lines.pop()
+        dropped_l += 1
+        in_fence = sum(1 for ln in lines if ln.startswith(("```", "~~~"))) % 2 == 1
+        body = "\n".join(lines + (["```"] if in_fence else []))
+        text = join([body], dropped_f, dropped_l)
+        if len(text) <= max_chars:
+            return text
+    # only the verdict line is left and it is too long: shorten it, then drop the tail
+    for keep_tail in (tail, []):
+        rest = len(join(["x"], dropped_f, dropped_l) if keep_tail else "\n\n".join(
+            ["x", note(dropped_f, dropped_l)])) - 1
+        if max_chars - rest >= 40:
+            body = cut(lines[0], max_chars - rest)
+            return join([body], dropped_f, dropped_l) if keep_tail else "\n\n".join([body, note(dropped_f, dropped_l)])
+    return cut(lines[0], max_chars)
+
+
+def render(report: Any, color: bool = False, max_chars: int | None = DEFAULT_MAX_CHARS, max_findings: int = 3,
+           postmortem: bool = False, figures: dict[str, Any] | None = None, **_: Any) -> str:
+    if postmortem:
+        return render_postmortem(report, figures)
+    max_chars = DEFAULT_MAX_CHARS if max_chars is None else max_chars
+    parts = [_verdict_md(report)]
+    shown = report.findings[:max_findings]
+    for i, f in enumerate(shown, 1):
+        parts.append(_finding_md(i, f))
+    tail = ["**Job:** " + summary_line(report.summary)]
+    if report.unexplained_total:
+        tail.insert(0, f"_{report.unexplained_total} warning/error line{'s' if report.unexplained_total != 1 else ''} "
+                       "no rule explains._")
+    return _fit(parts, tail, max_chars - 1, len(report.findings) - len(shown)) + "\n"
+
+
+# ----------------------------------------------------------------------------- post-mortem
+
+
+def _mid(s: Any) -> str:
+    """A Mermaid-safe label (quotes and brackets removed)."""
+    return "".join(ch for ch in str(s) if ch not in '"[](){}<>|#;`')
+
+
+def mermaid_ring(comm: dict[str, Any], highlight_hosts: set[str], highlight_ranks: set[int]) -> str:
+    """``graph LR`` of channel 0's ring: ranks when small, hosts (with their rank span) when large."""
+    rings = comm.get("rings") or []
+    order = list(rings[0][1]) if rings else sorted(comm.get("ranks") or [])
+    rank_host = {int(k): v for k, v in (comm.get("rank_host") or {}).items()}
+    hops = {(h["src"], h["dst"]): h["transport"] for h in comm.get("hops") or []}
+    out = ["```mermaid", "graph LR"]
+    if not order:
+        return ""
+    hot: list[str] = []
+    if len(order) <= 16:
+        for r in order:
+            out.append(f'  r{r}["rank {r}' + (f"<br/>{_mid(rank_host[r])}" if r in rank_host else "") + '"]')
+            if r in highlight_ranks or rank_host.get(r) in highlight_hosts:
+                hot.append(f"r{r}")
+        for a, b in zip(order, order[1:] + order[:1]):
+            out.append(f"  r{a} -->|{_mid(hops.get((a, b), '?'))}| r{b}")
+    else:  # group consecutive ranks of one host
+        groups: list[tuple[str, list[int]]] = []
+        for r in order:
+            h = rank_host.get(r, "?")
+            if groups and groups[-1][0] == h:
+                groups[-1][1].append(r)
+            else:
+                groups.append((h, [r]))
+        for i, (h, rs) in enumerate(groups):
+            inner = {hops.get((a, b)) for a, b in zip(rs, rs[1:])} - {None}
+            span = f"{rs[0]}–{rs[-1]}" if len(rs) > 1 else str(rs[0])
+            label = f"{_mid(h)}<br/>ranks {span}" + (f"<br/>{_mid('/'.join(sorted(inner)))}" if inner else "")
+            out.append(f'  g{i}["{label}"]')
+            if h in highlight_hosts or highlight_ranks & set(rs):
+                hot.append(f"g{i}")
+        for i, (_, rs) in enumerate(groups):
+            j = (i + 1) % len(groups)
+            if len(groups) > 1:
+                out.append(f"  g{i} -->|{_mid(hops.get((rs[-1], groups[j][1][0]), '?'))}| g{j}")
+    if hot:
+        out.append("  classDef hot fill:#fdd,stroke:#c00,stroke-width:3px")
+        out.append("  class " + ",".join(hot) + " hot")
+    out.append("```")
+    return "\n".join(out)
+
+
+def mermaid_gantt(init: list[dict[str, Any]], limit: int = 64) -> str:
+    """``gantt`` of NCCL init per rank (start->complete when known, else the timings' total)."""
+    rows = [r for r in init if r.get("duration") is not None]
+    if not rows:
+        return ""
+    slow = max(rows, key=lambda r: r["duration"])
+    if len(rows) > limit:  # keep the slowest ones
+        rows = sorted(sorted(rows, key=lambda r: -r["duration"])[:limit], key=lambda r: r["rank"])
+    out = ["```mermaid", "gantt", "  title NCCL init per rank (seconds)", "  dateFormat x", "  axisFormat %M:%S"]
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_host.setdefault(r.get("host") or "?", []).append(r)
+    for h, rs in by_host.items():
+        out.append(f"  section {_mid(h)}")
+        for r in rs:
+            start = int(round((r.get("offset") or 0.0) * 1000))
+            end = start + max(1, int(round(r["duration"] * 1000)))
+            tag = "crit, " if r is slow else ""
+            out.append(f"  rank {r['rank']} {r['duration']:.2f}s :{tag}{start}, {end}")
+    out.append("```")
+    return "\n".join(out)
+
+
+def render_postmortem(report: Any, figures: dict[str, Any] | None = None) -> str:
+    s = report.summary
+    v = report.verdict
+    out = ["# NCCL job post-mortem", "", "## Verdict", "", _verdict_md(report)]
+    if v is not None:
+        out += ["", " ".join(v.message.split())]
+    out += ["", "## Findings", ""]
+    if not report.findings:
+        out.append("No rule fired.")
+    for i, f in enumerate(report.findings, 1):
+        out.append(f"### {i}. [{f.rule_id}] {f.title}")
+        out.append("")
+        out.append(f"_{f.severity} · {f.category} · confidence {f.confidence:.2f}"
+                   + (f" · {where(f)}" if where(f) else "") + (f" · symptom of {f.caused_by}" if f.caused_by else "")
+                   + "_")
+        out += ["", " ".join(f.message.split()), "", "Evidence:", ""]
+        for e in f.evidence[:6]:
+            out.append(f"- {code(f'{e.file}:{e.line}')} {code(cut(e.text.strip(), 400))}")
+        if f.evidence_total > 6:
+            out.append(f"- _… {f.evidence_total - 6} more lines_")
+        out += ["", "Fix:", "", fence(f.fix.strip()), ""]
+        if f.references:
+            out += ["References: " + ", ".join(f"<{u}>" if u.startswith("http") else u for u in f.references), ""]
+    out += ["## Job summary", "", "| | |", "|---|---|",
+            f"| ranks / hosts | {s.get('ranks') or '?'} / {len(s.get('hosts') or [])} |",
+            f"| files / lines | {s.get('files')} / {s.get('lines')} |"]
+    if s.get("nccl_versions"):
+        out.append("| NCCL | " + ", ".join(f"{k} ({n})" for k, n in s["nccl_versions"].items()) + " |")
+    if s.get("cuda_versions"):
+        out.append("| CUDA | " + ", ".join(f"{k} ({n})" for k, n in s["cuda_versions"].items()) + " |")
+    for net, hosts in (s.get("network") or {}).items():
+        out.append(f"| network {net} | " + ", ".join(hosts) + " |")
+    if s.get("ib_devices"):
+        out.append("| IB devices | " + ", ".join(s["ib_devices"]) + " |")
+    for c in s.get("communicators") or []:
+        out.append(f"| comm `{c['comm']}` | {c['ranks_seen']}/{c['nranks']} ranks, {c['init_complete']} init complete"
+                   + (f", init max {c['init_max_s']} s" if c.get("init_max_s") else "") + " |")
+    out.append("")
+    hot_hosts = set(v.hosts) if v else set()
+    hot_ranks = set(v.ranks) if v else set()
+    comms = (figures or {}).get("comms") or []
+    if comms:
+        out += ["## Topology", ""]
+        for c in comms[:4]:
+            m = mermaid_ring(c, hot_hosts, hot_ranks)
+            if m:
+                out += [f"Communicator `{c['key']}` ({c.get('nranks')} ranks), ring of channel 0:", "", m, ""]
+    init = (figures or {}).get("init") or []
+    g = mermaid_gantt(init)
+    if g:
+        out += ["## Init timeline", "", g, ""]
+        slow = max((r for r in init if r.get("duration") is not None), key=lambda r: r["duration"])
+        out += [f"Slowest: rank {slow['rank']} on {slow.get('host') or '?'}, {slow['duration']:.2f} s.", ""]
+    out += ["## Unexplained warnings", ""]
+    if not report.unexplained:
+        out.append("None: every warning/error line is explained by a finding above.")
+    for e in report.unexplained[:50]:
+        out.append(f"- {code(f'{e.file}:{e.line}')} {code(cut(e.text.strip(), 300))}")
+    if report.unexplained_total > len(report.unexplained[:50]):
+        out.append(f"- _… {report.unexplained_total - len(report.unexplained[:50])} more_")
+    return "\n".join(out).rstrip() + "\n"

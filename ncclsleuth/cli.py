@@ -102,6 +102,7 @@ def _table(events: Any) -> None:
 def register_commands() -> None:
     """Attach the commands defined in other modules (analyze, rules, ...)."""
     from . import cli_analyze  # noqa: F401  (registers on import)
+    from . import cli_report  # noqa: F401  (report, serve, analyze --redact/--max-chars)
 
 
 try:

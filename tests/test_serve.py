@@ -1,0 +1,163 @@
+"""The HTTP API, started for real on a free loopback port and spoken to with urllib."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ncclsleuth import serve
+from ncclsleuth.serve import make_server
+
+ROOT = Path(__file__).resolve().parent.parent
+HOROVOD = ROOT / "fixtures/report/horovod-584-lo-interface/log.txt"
+ROCE = ROOT / "fixtures/report/roce-gid.log"
+
+
+def _start(**kw) -> tuple[object, str]:
+    srv = make_server("127.0.0.1", 0, **kw)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    host, port = srv.server_address[:2]
+    return srv, f"http://{host}:{port}"
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    srv, url = _start()
+    yield url
+    srv.shutdown()
+    srv.shutdown_all()
+
+
+def call(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def cli_verdict(args: list[str], stdin: bytes | None = None) -> tuple[str, str]:
+    out = subprocess.run([sys.executable, "-m", "ncclsleuth", "analyze", *args, "--format", "json"], input=stdin,
+                         capture_output=True, cwd=ROOT)
+    assert out.returncode in (0, 1), out.stderr
+    d = json.loads(out.stdout)
+    return d["findings"][0]["rule_id"], d["findings"][0]["category"]
+
+
+def test_healthz_and_rules(server: str) -> None:
+    code, body, _ = call(server + "/healthz")
+    assert code == 200 and json.loads(body)["status"] == "ok"
+    code, body, _ = call(server + "/rules")
+    rules = json.loads(body)["rules"]
+    assert code == 200 and {"id", "title", "category"} <= set(rules[0])
+    assert any(r["id"] == "NET001" for r in rules)
+    assert call(server + "/nope")[0] == 404
+
+
+def test_same_verdict_as_the_cli_also_when_pasted_as_markdown(server: str) -> None:
+    raw = HOROVOD.read_bytes()
+    code, body, headers = call(server + "/analyze", raw)
+    assert code == 200 and headers["Content-Type"].startswith("application/json")
+    got = json.loads(body)["findings"][0]
+    expected = cli_verdict([str(HOROVOD)])
+    assert (got["rule_id"], got["category"]) == expected
+    quoted = b"Here is the log:\n```\n" + b"".join(b"> " + ln for ln in raw.splitlines(keepends=True)) + b"```\n"
+    assert cli_verdict(["-"], stdin=quoted) == expected
+    code, body, _ = call(server + "/analyze", quoted)
+    got = json.loads(body)["findings"][0]
+    assert (got["rule_id"], got["category"]) == expected
+
+
+def test_redaction_is_on_by_default(server: str) -> None:
+    body = call(server + "/analyze", ROCE.read_bytes())[1].decode()
+    assert "rdma-node-a17" not in body and "10.1.0.17" not in body and "host-1" in body
+    body = call(server + "/analyze?redact=0", ROCE.read_bytes())[1].decode()
+    assert "rdma-node-a17" in body
+
+
+def test_gzip_body_by_header_and_by_magic(server: str) -> None:
+    gz = gzip.compress(ROCE.read_bytes())
+    for headers in ({"Content-Encoding": "gzip"}, {}):
+        code, body, _ = call(server + "/analyze", gz, headers)
+        assert code == 200 and json.loads(body)["findings"][0]["category"] == "roce_gid"
+
+
+def test_markdown_and_slack_formats(server: str) -> None:
+    code, body, headers = call(server + "/analyze?format=markdown&max_chars=600", ROCE.read_bytes())
+    assert code == 200 and headers["Content-Type"].startswith("text/markdown")
+    assert body.decode().startswith("\U0001f534 **ERROR · roce_gid") and len(body.decode()) <= 600
+    code, body, _ = call(server + "/analyze?format=slack", ROCE.read_bytes())
+    assert code == 200 and json.loads(body)["blocks"][0]["type"] == "header"
+    assert call(server + "/analyze?format=xml", b"x")[0] == 400
+
+
+def test_body_is_never_a_path(server: str) -> None:
+    code, body, _ = call(server + "/analyze?redact=0", str(HOROVOD).encode())
+    d = json.loads(body)
+    assert code == 200 and d["findings"] == [] and d["summary"]["lines"] == 1
+
+
+def test_size_limit_413() -> None:
+    srv, url = _start(max_bytes=1000)
+    try:
+        assert call(url + "/analyze", b"x" * 1001)[0] == 413
+        bomb = gzip.compress(b"a" * 100_000)
+        assert len(bomb) < 1000
+        assert call(url + "/analyze", bomb)[0] == 413  # the decompressed size counts too
+        assert call(url + "/analyze", b"x" * 999)[0] == 200
+    finally:
+        srv.shutdown()
+        srv.shutdown_all()
+
+
+def test_timeout_504_and_busy_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = serve.analyze_bytes
+
+    def slow(data: bytes, rules: list) -> object:
+        if data.startswith(b"SLOW"):
+            time.sleep(1.5)
+        return real(data, rules)
+
+    monkeypatch.setattr(serve, "analyze_bytes", slow)
+    srv, url = _start(timeout_s=0.3, workers=1)
+    try:
+        assert call(url + "/analyze", b"SLOW\n")[0] == 504
+        assert call(url + "/analyze", b"quick\n")[0] == 503  # the one worker is still busy
+        time.sleep(1.5)
+        assert call(url + "/analyze", b"quick\n")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.shutdown_all()
+
+
+def test_concurrent_requests() -> None:
+    srv, url = _start(workers=8)
+    try:
+        logs = [HOROVOD.read_bytes(), ROCE.read_bytes()] * 4
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda b: call(url + "/analyze", b), logs))
+        assert [r[0] for r in results] == [200] * 8
+        cats = [json.loads(r[1])["findings"][0]["category"] for r in results]
+        assert cats == [c for _ in range(4) for c in ("wrong_interface", "roce_gid")]
+    finally:
+        srv.shutdown()
+        srv.shutdown_all()
+
+
+def test_binds_loopback_by_default() -> None:
+    srv = make_server(port=0)
+    try:
+        assert srv.server_address[0] == "127.0.0.1"
+    finally:
+        srv.shutdown_all()

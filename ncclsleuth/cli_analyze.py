@@ -34,24 +34,30 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error", "never"]), default="warning",
               show_default=True, help="Exit 1 when a finding at or above this severity exists.")
 @click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache).")
+@click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
+              help="Worker processes for parsing files (default: the machine's cores).")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--no-color", is_flag=True, help="Plain terminal output.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to this file instead of stdout.")
 @_guard
 def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str,
-            no_cache: bool, no_color: bool, output: str | None) -> None:
+            no_cache: bool, jobs: int | None, quiet: bool, no_color: bool, output: str | None) -> None:
     """Say why the job that wrote PATHS (files, folders, - for stdin) failed or is slow."""
     from .pipeline import analyze as run
+    from .progress import progress_for
     from .rules.schema import Severity
 
     rules = _load(rule_dirs, keep_going)
-    report, files_read = run(list(paths), rules, cache=not no_cache)
+    with progress_for(enabled=sys.stderr.isatty() and sys.stdout.isatty() and fmt == "terminal") as tick:
+        report, files_read = run(list(paths), rules, cache=not no_cache, jobs=jobs, progress=tick)
     if not files_read:
         why = "; ".join(f"{n['path']}: {n['message']}" for n in report.notices) or "no readable log in the given paths"
         raise UserError(f"nothing could be analysed ({why})")
     for n in report.notices:
         click.echo(f"ncclsleuth: {n['path']}: {n['message']}", err=True)
-    text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty())
+    opts = {"quiet": True} if quiet and fmt == "terminal" else {}
+    text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty(), **opts)
     if output:
         Path(output).write_text(text, encoding="utf-8")
     else:

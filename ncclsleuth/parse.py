@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from . import catalog
 from . import events as E
 from .envelope import Record, peel
+from .ingest import clean
 from .grammar import ShapeCache
 from .grammar.build import build
 
@@ -49,6 +50,33 @@ _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
+# Cheap filter for analyze: a line none of whose words can start a meaningful message
+# costs part of one regex scan over its block and nothing else.  Every anchor above,
+# every error-level envelope and every exception line contains one of these keywords
+# (tests/test_prefilter.py checks that on all fixtures and the corpus).  Keywords start
+# with a capital or punctuation (rare in training output) and are grouped by first
+# character, which makes the scan about 1.5x faster than a flat alternation.
+_KEYWORDS = (
+    "NCCL", "CCOM", "NET/", "Bootstrap", "Watchdog", "Caught", "Timeout", "Timed", "Exception", "Error", "ERROR",
+    "FATAL", "CRITICAL", "WARN", "CUDA", "Cuda", "ECC", "Xid", "NVRM", "GPU has", "Traceback", 'File "',
+    "Root Cause", "Failures:", "Failed", "Call to", "Connect", "Accept", "Attribute", "Mismatched", "Duplicate",
+    "Multiple Ranks", "Signal", "Socket", "The ", "No socket", "Received", "Detected", "ProcessGroupNCCL", "Work",
+    "Using network", "Test ", "[E", "#", "Got completion", "Heartbeat", "Environment variable", "AF_INET", "Rank",
+    "] INFO", "] started", "] finished", "] joined", "[Errno", "Interrupt", ".. ", "To our",
+)
+_KEYWORD_RX = (r"E\d{4} ", r"\[rank\d+\]:\[E")
+
+
+def _trie(keywords: tuple[str, ...], extra: tuple[str, ...]) -> str:
+    groups: dict[str, list[str]] = {}
+    for k in keywords:
+        groups.setdefault(k[0], []).append(re.escape(k[1:]))
+    parts = [re.escape(c) + (rest[0] if len(rest) == 1 else "(?:" + "|".join(sorted(rest, key=len, reverse=True)) + ")")
+             for c, rest in groups.items()]
+    return "|".join(parts + list(extra))
+
+
+_PREFILTER = re.compile(_trie(_KEYWORDS, _KEYWORD_RX))
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 
 
@@ -75,9 +103,15 @@ class ParseStats:
 class FileParser:
     """Parses one stream of lines into events."""
 
-    def __init__(self, source: str, cache: ShapeCache | None = None) -> None:
+    def __init__(self, source: str, cache: ShapeCache | None = None, keep_text: bool = True,
+                 use_catalog: bool = True) -> None:
+        """``keep_text=False`` (analyze) drops lines that mean nothing as early as possible and
+        emits no ``text`` events; ``use_catalog=False`` skips catalog ids (unused by rules)."""
         self.source = source
         self.cache = cache or ShapeCache()
+        self.keep_text = keep_text
+        self.use_catalog = use_catalog
+        self._tests = False
         self.stats = ParseStats()
         self._tb: dict[int | None, _Tb] = {}
         self._in_failure_block = False
@@ -93,8 +127,58 @@ class FileParser:
 
     def parse_line(self, lineno: int, text: str) -> list[E.Event]:
         self.stats.lines += 1
+        if not self.keep_text and not (self._tb or self._in_failure_block or self._tests) \
+                and _PREFILTER.search(text) is None:
+            return []
+        return self._line(lineno, text)
+
+    def parse_block(self, first: int, text: str) -> list[E.Event]:
+        """Events of a block of whole lines (``\n``-separated) starting at line ``first``.
+
+        In analyze mode the prefilter runs over the whole block, so lines that cannot
+        mean anything are skipped by the regex engine without a Python-level loop.
+        """
+        out: list[E.Event] = []
+        self.stats.lines += text.count("\n") + 1
+        if self.keep_text:
+            for i, line in enumerate(text.split("\n")):
+                out.extend(self._line(first + i, line))
+            return out
+        pos, n, size = 0, first, len(text)
+        search = _PREFILTER.search
+        while pos <= size:
+            if self._tb or self._in_failure_block or self._tests:  # line by line while a block is open
+                end = text.find("\n", pos)
+                end = size if end < 0 else end
+                out.extend(self._line(n, text[pos:end]))
+                n, pos = n + 1, end + 1
+                continue
+            m = search(text, pos)
+            if m is None:
+                break
+            start = text.rfind("\n", pos, m.start()) + 1
+            if start < pos:
+                start = pos
+            n += text.count("\n", pos, start)
+            end = text.find("\n", m.start())
+            end = size if end < 0 else end
+            out.extend(self._line(n, text[start:end]))
+            n, pos = n + 1, end + 1
+        return out
+
+    def _line(self, lineno: int, text: str) -> list[E.Event]:
+        if "\r" in text or "\x1b" in text:  # progress redraws and colours (block reader leaves them)
+            out: list[E.Event] = []
+            for seg in clean(text):
+                out.extend(self._record_line(lineno, seg))
+            return out
+        return self._record_line(lineno, text)
+
+    def _record_line(self, lineno: int, text: str) -> list[E.Event]:
         if not text.strip():
             return []
+        if text.lstrip().startswith("#"):
+            self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
         for rec in peel(text):
             self.stats.records += 1
@@ -102,7 +186,7 @@ class FileParser:
                 ev = self._nccl(rec, lineno, text)
             else:
                 ev = self._other(rec, lineno, text, out)
-            if ev is not None:
+            if ev is not None and (self.keep_text or ev.kind != "text"):
                 out.append(ev)
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
@@ -131,7 +215,7 @@ class FileParser:
             cls, fields = build(res[0], res[1])
             if cls is not E.NcclOther:
                 return self._make(cls, rec, lineno, text, fields)
-        cat_id, subsys = self._catalog_of(body, rec.level)
+        cat_id, subsys = self._catalog_of(body, rec.level) if self.use_catalog else (None, None)
         if cat_id is None:
             self.stats.nccl_unknown += 1
         return self._make(E.NcclOther, rec, lineno, text,

@@ -5,8 +5,10 @@ Files are independent until the model merges them, so each file is parsed on its
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import events as E
 from .grammar import ShapeCache
@@ -50,33 +52,109 @@ def iter_events(paths: list[str], cache: bool = True) -> EventRun:
 # --------------------------------------------------------------------------- analyze
 
 
-def build_model(paths: list[str], cache: bool = True):  # type: ignore[no-untyped-def]
-    """Parse every input into one :class:`JobModel`; returns (model, notices, files_read)."""
+def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None):  # type: ignore[no-untyped-def]
+    """One input file -> (its own JobModel, its notices, whether it was read).
+
+    This is the unit of parallel work: it returns a compact per-file model (aggregates
+    and the events rules look at), never the raw lines.
+    """
     from .model import JobModel
+
+    from .fastread import BlockReader
+
+    model = JobModel()
+    reader = BlockReader(inp)
+    fp = FileParser(inp.display, shapes or _worker_cache(cache), keep_text=False, use_catalog=False)
+    model.add_source(inp.display)
+    add = model.add
+    for first, block in reader:
+        for ev in fp.parse_block(first, block):
+            add(ev)
+    for ev in fp.finish():
+        add(ev)
+    model.lines += reader.lines
+    return model, reader.notices, bool(reader.lines or not reader.notices)
+
+
+_CACHES: dict[bool, ShapeCache] = {}
+
+
+def _worker_cache(enabled: bool) -> ShapeCache:
+    c = _CACHES.get(enabled)
+    if c is None:
+        c = _CACHES[enabled] = ShapeCache(enabled=enabled)
+    return c
+
+
+def _parse_task(args: tuple[InputFile, bool]):  # type: ignore[no-untyped-def]
+    return parse_one(*args)
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+#: below this many input bytes one process is faster than starting workers
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024
+
+
+def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
+    """Processes pay off only for several files and enough bytes (start-up costs ~0.2 s)."""
+    if jobs <= 1 or len(files) < 2:
+        return False
+    total = 0
+    for f in files:
+        try:
+            total += os.path.getsize(f.path)
+        except OSError:
+            pass
+    return total > PARALLEL_MIN_BYTES
+
+
+def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, progress=None):  # type: ignore[no-untyped-def]
+    """Parse every input into one :class:`JobModel`; returns (model, notices, files_read).
+
+    Each file is parsed into its own model and merged in input order, whether in this
+    process or in ``jobs`` worker processes, so results do not depend on ``jobs``.
+    """
+    from .model import JobModel
+    from .model.job import merge
 
     model = JobModel()
     found = discover(paths)
     notices = list(found.notices)
-    shapes = ShapeCache(enabled=cache)
     files_read = 0
-    for inp in found.files:
-        events, reader = parse_file(inp, shapes)
-        model.add_source(inp.display)
-        for ev in events:
-            model.add(ev)
-        model.lines += reader.lines
-        notices.extend(reader.notices)
-        if reader.lines or not reader.notices:
-            files_read += 1
+    jobs = default_jobs() if jobs is None else jobs
+    results: Iterator[tuple[Any, list[Notice], bool]]
+    if _worth_parallel(found.files, jobs):
+        import concurrent.futures as cf
+
+        pool = cf.ProcessPoolExecutor(max_workers=jobs)
+        chunk = max(1, min(64, len(found.files) // (jobs * 8)))
+        results = pool.map(_parse_task, [(f, cache) for f in found.files], chunksize=chunk)
+    else:
+        pool = None
+        results = (parse_one(f, cache) for f in found.files)
+    try:
+        for part, file_notices, read in results:
+            merge(model, part)
+            notices.extend(file_notices)
+            files_read += int(read)
+            if progress is not None:
+                progress(part)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return model, notices, files_read
 
 
-def analyze(paths: list[str], rules=None, cache: bool = True):  # type: ignore[no-untyped-def]
+def analyze(paths: list[str], rules=None, cache: bool = True, jobs: int | None = 1,  # type: ignore[no-untyped-def]
+            progress=None):
     """The main job: paths -> :class:`~ncclsleuth.report.Report` (and how many files were read)."""
     from .rules.engine import build_report, load_rules
 
     if rules is None:
         rules, _ = load_rules()
-    model, notices, files_read = build_model(paths, cache)
+    model, notices, files_read = build_model(paths, cache, jobs, progress)
     report = build_report(model, rules, [n.to_dict() for n in notices])
     return report, files_read

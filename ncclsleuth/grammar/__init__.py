@@ -24,7 +24,8 @@ from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
 _HERE = Path(__file__).parent
-_DIGITS = re.compile(r"(\d+)")
+# Value runs masked in a shape: explicit hex (pointers, commIds) and digit runs.
+_DIGITS = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
 
 RawFields = dict[str, Any]  # name -> str | list[str]
 

@@ -454,26 +454,37 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
     return kind
 
 
-_TYPES: dict[type, dict[str, Any]] = {}
+_CONVERTERS: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def _converters(cls: type[E.Event]) -> tuple[tuple[str, Any], ...]:
+    """(field, converter) per typed field of a class, computed once: int, float or None."""
+    conv = _CONVERTERS.get(cls)
+    if conv is None:
+        out = []
+        for name, tp in typing.get_type_hints(cls).items():
+            if name in E.Event.__dataclass_fields__ or name.startswith("_"):
+                continue
+            targs = typing.get_args(tp) or (tp,)
+            if int in targs and str not in targs:
+                out.append((name, _int))
+            elif float in targs and str not in targs:
+                out.append((name, _float))
+            else:
+                out.append((name, None))
+        conv = _CONVERTERS[cls] = tuple(out)
+    return conv
 
 
 def _typed(cls: type[E.Event], f: Fields) -> Fields:
-    hints = _TYPES.get(cls)
-    if hints is None:
-        hints = {k: v for k, v in typing.get_type_hints(cls).items()
-                 if k not in E.Event.__dataclass_fields__ and not k.startswith("_")}
-        _TYPES[cls] = hints
     out: Fields = {}
-    for name, tp in hints.items():
+    for name, fn in _converters(cls):
         if name not in f:
             continue
         v = f[name]
         if isinstance(v, str):
             v = v.strip()
-            targs = typing.get_args(tp) or (tp,)
-            if int in targs and str not in targs:
-                v = _int(v)
-            elif float in targs and str not in targs:
-                v = _float(v)
+            if fn is not None:
+                v = fn(v)
         out[name] = v
     return out

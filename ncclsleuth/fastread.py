@@ -1,0 +1,165 @@
+"""Block reading for analyze: decoded text in ~1 MB blocks instead of one line at a time.
+
+Per-line Python work is what limits a log parser written in Python; at NCCL_DEBUG=INFO
+plus training output, most lines mean nothing to the diagnosis.  The block reader
+decodes a block at once and hands it to :meth:`FileParser.parse_block`, which lets the
+regex engine skip over uninteresting lines inside the block without a Python loop.
+
+Unusual files (UTF-16, CR-only line ends, binary) are handed to the line reader in
+:mod:`ncclsleuth.ingest`, which owns those repairs; this module only does the fast,
+common case (UTF-8 or Latin-ish text, possibly gzip/bz2/xz), with the same line cap
+and notices.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, _open_binary
+
+BLOCK = 1 << 20
+_SNIFF = 8192
+
+
+class BlockReader:
+    """Iterates ``(first_line_number, text_block)``; each block ends at a line end.
+
+    ``text_block`` holds whole lines separated by ``\\n`` (no trailing newline), CRLF
+    normalised.  Line numbers count ``\\n``-terminated lines, as the line reader does.
+    """
+
+    def __init__(self, inp: InputFile, block: int = BLOCK, max_line: int = MAX_LINE_BYTES) -> None:
+        self.inp = inp
+        self.block = block
+        self.max_line = max_line
+        self.notices: list[Notice] = []
+        self.lines = 0
+        self.bytes_read = 0
+        self._fallback: LineReader | None = None
+
+    def _note(self, msg: str, severity: str = "warning") -> None:
+        self.notices.append(Notice(self.inp.display, msg, severity))
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        try:
+            raw = _open_binary(self.inp)
+        except OSError as exc:
+            self._note(f"cannot read: {exc.strerror or exc}, skipped")
+            return
+        try:
+            yield from self._blocks(raw)
+        except (OSError, EOFError, ValueError) as exc:
+            self._note(f"read stopped after line {self.lines}: {exc} (file truncated or corrupt); "
+                       "the lines before were analysed")
+        except Exception as exc:  # noqa: BLE001 - lzma/zlib errors have no common base
+            self._note(f"read stopped after line {self.lines}: {type(exc).__name__}: {exc}")
+        finally:
+            if self.inp.path != "-":
+                raw.close()
+
+    def _delegate(self) -> Iterator[tuple[int, str]]:
+        """Odd encodings and line ends: the line reader repairs, we re-block its lines."""
+        self._fallback = LineReader(self.inp, self.max_line)
+        buf: list[str] = []
+        first = 1
+        last = 0
+        for n, s in self._fallback:
+            if not buf:
+                first = n
+            if n != last + 1 and buf:  # a CR-split line: keep numbering exact
+                yield first, "\n".join(buf)
+                buf, first = [], n
+            buf.append(s)
+            last = n
+            if len(buf) >= 4096:
+                yield first, "\n".join(buf)
+                buf = []
+        if buf:
+            yield first, "\n".join(buf)
+        self.lines = self._fallback.lines
+        self.bytes_read = self._fallback.bytes_read
+        self.notices.extend(self._fallback.notices)
+
+    def _blocks(self, raw) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
+        peek = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""
+        stream, codec = _decompress(raw, peek)
+        head = stream.peek(_SNIFF)[:_SNIFF] if codec and hasattr(stream, "peek") else peek
+        odd = head.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\n" not in head and b"\r" in head)
+        if odd or _looks_binary(head):
+            if self.inp.path != "-":
+                raw.close()
+                yield from self._delegate()
+                return
+            if not odd:  # a pipe cannot be re-read: skip binary, decode the rest as best we can
+                self._note("binary file, not a text log, skipped")
+                return
+        yield from self._split(stream)
+
+    def _split(self, stream) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
+        pending = b""
+        lineno = 1
+        bad = cut = 0
+        skipping = False
+        read = stream.read
+        while True:
+            data = read(self.block)
+            if not data:
+                break
+            self.bytes_read += len(data)
+            if skipping:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    continue
+                data, skipping = data[nl + 1:], False
+                lineno += 1
+            data = pending + data if pending else data
+            end = data.rfind(b"\n")
+            if end < 0:
+                if len(data) > self.max_line:  # one enormous line: keep its head, drop the rest
+                    cut += 1
+                    if cut == 1:
+                        self._note(f"line {lineno} is longer than {self.max_line} bytes: cut at "
+                                   f"{self.max_line} bytes")
+                    yield lineno, self._decode(data[: self.max_line], counter := [0])
+                    bad += counter[0]
+                    pending, skipping = b"", True
+                else:
+                    pending = data
+                continue
+            chunk, pending = data[:end], data[end + 1:]
+            counter = [0]
+            text = self._decode(chunk, counter)
+            bad += counter[0]
+            n = text.count("\n") + 1
+            if len(chunk) > self.max_line and any(len(x) > self.max_line for x in text.split("\n")):
+                parts = text.split("\n")
+                long = [i for i, x in enumerate(parts) if len(x) > self.max_line]
+                cut += len(long)
+                if cut == len(long):
+                    self._note(f"line {lineno + long[0]} is longer than {self.max_line} bytes: cut at "
+                               f"{self.max_line} bytes")
+                text = "\n".join(x[: self.max_line] for x in parts)
+            yield lineno, text
+            lineno += n
+        if pending and not skipping:
+            counter = [0]
+            yield lineno, self._decode(pending[: self.max_line], counter)
+            bad += counter[0]
+            lineno += 1
+        self.lines = lineno - 1
+        if bad:
+            self._note(f"{bad} line(s) with invalid UTF-8, decoded with replacement characters")
+        if cut > 1:
+            self._note(f"{cut} lines longer than {self.max_line} bytes were cut")
+
+    @staticmethod
+    def _decode(b: bytes, bad: list[int]) -> str:
+        try:
+            s = b.decode("utf-8")
+        except UnicodeDecodeError:
+            s = b.decode("utf-8", "replace")
+            bad[0] += sum(1 for x in s.split("\n") if "\ufffd" in x)
+        if "\r" in s:
+            s = s.replace("\r\n", "\n")
+        if "\x00" in s:
+            s = s.replace("\x00", "")
+        return s

@@ -37,12 +37,17 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
               help="Worker processes for parsing files (default: the machine's cores).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@click.option("--redact", is_flag=True,
+              help="Replace hostnames, IPs, GIDs, user names, pod names by stable placeholders.")
+@click.option("--max-chars", type=click.IntRange(200, None), default=None,
+              help="Markdown/Slack: trim the answer to this many characters (default 4000).")
 @click.option("--no-color", is_flag=True, help="Plain terminal output.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to this file instead of stdout.")
 @_guard
 def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str,
-            no_cache: bool, jobs: int | None, quiet: bool, no_color: bool, output: str | None) -> None:
+            no_cache: bool, jobs: int | None, quiet: bool, redact: bool, max_chars: int | None, no_color: bool,
+            output: str | None) -> None:
     """Say why the job that wrote PATHS (files, folders, - for stdin) failed or is slow."""
     from .pipeline import analyze as run
     from .progress import progress_for
@@ -56,7 +61,13 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
         raise UserError(f"nothing could be analysed ({why})")
     for n in report.notices:
         click.echo(f"ncclsleuth: {n['path']}: {n['message']}", err=True)
-    opts = {"quiet": True} if quiet and fmt == "terminal" else {}
+    opts: dict[str, object] = {"quiet": True} if quiet and fmt == "terminal" else {}
+    if max_chars is not None and fmt in ("markdown", "slack"):
+        opts["max_chars"] = max_chars
+    if redact:
+        from .redact import redact as redact_report
+
+        report = redact_report(report)
     text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty(), **opts)
     if output:
         Path(output).write_text(text, encoding="utf-8")

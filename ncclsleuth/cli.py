@@ -103,6 +103,7 @@ def register_commands() -> None:
     """Attach the commands defined in other modules (analyze, rules, ...)."""
     from . import cli_analyze  # noqa: F401  (registers on import)
     from . import cli_report  # noqa: F401  (report, serve, analyze --redact/--max-chars)
+    from . import cli_watch  # noqa: F401  (watch, diff)
 
 
 try:

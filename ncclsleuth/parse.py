@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import catalog
 from . import events as E
 from .envelope import Record, peel
 from .ingest import clean
-from .grammar import ShapeCache
+from .grammar import LineTemplate, ShapeCache, line_template, split_line
 from .grammar.build import build
 
 # Where a meaningful message may start inside a non-NCCL line (PyTorch, nccl-tests,
@@ -46,6 +47,9 @@ _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
 _PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
                         if "pg" in getattr(c, "__dataclass_fields__", {}))
 _TB_START = "Traceback (most recent call last):"
+_MISS = object()
+#: rules whose events depend on parser state (never rebuilt from a line template)
+_STATEFUL_RULES = frozenset({"failure_block_head", "failure_field", "exception"})
 _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
@@ -104,13 +108,18 @@ class FileParser:
     """Parses one stream of lines into events."""
 
     def __init__(self, source: str, cache: ShapeCache | None = None, keep_text: bool = True,
-                 use_catalog: bool = True) -> None:
+                 use_catalog: bool = True, fold_conns: bool = False) -> None:
         """``keep_text=False`` (analyze) drops lines that mean nothing as early as possible and
         emits no ``text`` events; ``use_catalog=False`` skips catalog ids (unused by rules)."""
         self.source = source
         self.cache = cache or ShapeCache()
         self.keep_text = keep_text
         self.use_catalog = use_catalog
+        #: analyze: per-connection lines come out as ``("conn", line, host, pid, src, dst, via)``
+        #: tuples for ``JobModel.add_conn`` instead of event objects (see pipeline.parse_one)
+        self.fold_conns = fold_conns
+        #: line shape -> LineTemplate (analyze only: parse keeps the full envelope path)
+        self._lines: dict[str, LineTemplate | None] | None = None if keep_text else self.cache.line_templates
         self._tests = False
         self.stats = ParseStats()
         self._tb: dict[int | None, _Tb] = {}
@@ -175,6 +184,10 @@ class FileParser:
         return self._record_line(lineno, text)
 
     def _record_line(self, lineno: int, text: str) -> list[E.Event]:
+        if self._lines is not None and " NCCL INFO " in text:
+            ev = self._templated(lineno, text)
+            if ev is not None:
+                return [ev]
         if not text.strip():
             return []
         if text.lstrip().startswith("#"):
@@ -191,6 +204,31 @@ class FileParser:
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
         return out
+
+    def _templated(self, lineno: int, text: str) -> E.Event | None:
+        """Fast path for plain NCCL INFO lines: rebuild from the line shape's template."""
+        parts, key = split_line(text)
+        tpl = self._lines.get(key, _MISS)  # type: ignore[union-attr]
+        if tpl is _MISS:
+            tpl = line_template(text, parts) if self.cache.enabled else None
+            if tpl is not None and (tpl.rule in _STATEFUL_RULES or tpl.rule.startswith("ws_")):
+                tpl = None
+            if len(self._lines) < 50_000:  # type: ignore[arg-type]
+                self._lines[key] = tpl  # type: ignore[index]
+        if tpl is None:
+            return None
+        raw = tpl.fill(parts)
+        host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")
+        if tpl.rule == "channel_conn" and self.fold_conns:
+            # the most numerous line of an INFO log: a plain tuple for JobModel.add_conn, in line order
+            return ("conn", lineno, host, int(pid), raw["src"], raw["dst"], raw["via"])  # type: ignore[return-value]
+        cls, fields = build(tpl.rule, raw)
+        if cls is E.NcclOther:
+            return None
+        self.stats.records += 1
+        self.stats.nccl_records += 1
+        return cls(source=self.source, line=lineno, text=text, host=host, pid=int(pid), tid=int(tid),
+                   dev=int(dev), level="INFO", **fields)
 
     def finish(self) -> list[E.Event]:
         out: list[E.Event] = []

@@ -64,12 +64,16 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
 
     model = JobModel()
     reader = BlockReader(inp)
-    fp = FileParser(inp.display, shapes or _worker_cache(cache), keep_text=False, use_catalog=False)
+    fp = FileParser(inp.display, shapes or _worker_cache(cache), keep_text=False, use_catalog=False,
+                    fold_conns=True)
     model.add_source(inp.display)
-    add = model.add
+    add, add_conn, src = model.add, model.add_conn, inp.display
     for first, block in reader:
         for ev in fp.parse_block(first, block):
-            add(ev)
+            if type(ev) is tuple:
+                add_conn(src, *ev[1:])
+            else:
+                add(ev)
     for ev in fp.finish():
         add(ev)
     model.lines += reader.lines
@@ -111,28 +115,40 @@ def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
     return total > PARALLEL_MIN_BYTES
 
 
-def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, progress=None):  # type: ignore[no-untyped-def]
+def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, progress=None,  # type: ignore[no-untyped-def]
+                engine=None):
     """Parse every input into one :class:`JobModel`; returns (model, notices, files_read).
 
     Each file is parsed into its own model and merged in input order, whether in this
     process or in ``jobs`` worker processes, so results do not depend on ``jobs``.
+
+    ``engine`` is another source of the per-file results (remote inputs, a Dask
+    cluster): ``engine(paths, cache)`` returns an iterable of ``parse_one`` results in
+    input order, whose ``notices`` attribute (discovery notices, complete once iterated)
+    goes first in the notices, as :func:`discover`'s do here.
     """
     from .model import JobModel
     from .model.job import merge
 
     model = JobModel()
-    found = discover(paths)
-    notices = list(found.notices)
     files_read = 0
     jobs = default_jobs() if jobs is None else jobs
     results: Iterator[tuple[Any, list[Notice], bool]]
-    if _worth_parallel(found.files, jobs):
+    source = None
+    if engine is not None:
+        pool = None
+        notices: list[Notice] = []
+        source = engine(paths, cache)
+        results = iter(source)
+    elif _worth_parallel((found := discover(paths)).files, jobs):
+        notices = list(found.notices)
         import concurrent.futures as cf
 
         pool = cf.ProcessPoolExecutor(max_workers=jobs)
         chunk = max(1, min(64, len(found.files) // (jobs * 8)))
         results = pool.map(_parse_task, [(f, cache) for f in found.files], chunksize=chunk)
     else:
+        notices = list(found.notices)
         pool = None
         results = (parse_one(f, cache) for f in found.files)
     try:
@@ -145,16 +161,21 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
     finally:
         if pool is not None:
             pool.shutdown()
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+    if source is not None:
+        notices[:0] = getattr(source, "notices", [])
     return model, notices, files_read
 
 
 def analyze(paths: list[str], rules=None, cache: bool = True, jobs: int | None = 1,  # type: ignore[no-untyped-def]
-            progress=None):
+            progress=None, engine=None):
     """The main job: paths -> :class:`~ncclsleuth.report.Report` (and how many files were read)."""
     from .rules.engine import build_report, load_rules
 
     if rules is None:
         rules, _ = load_rules()
-    model, notices, files_read = build_model(paths, cache, jobs, progress)
+    model, notices, files_read = build_model(paths, cache, jobs, progress, engine)
     report = build_report(model, rules, [n.to_dict() for n in notices])
     return report, files_read

@@ -60,3 +60,26 @@ def test_block_reader_line_numbers_match_line_reader(tmp_path):
             blocks[first + i] = s
     assert sorted(blocks) == sorted(lines)
     assert blocks[2] == lines[2] == "b NCCL WARN x"
+
+
+def test_connection_lines_folded_without_events_give_the_same_model():
+    """parse_one folds 'Channel .. via ..' lines straight into aggregates (no event objects);
+    the model must equal the one built from the events."""
+    from ncclsleuth.model import JobModel
+    from ncclsleuth.model.summary import summarize
+
+    for folder in (ROOT / "fixtures" / "examples" / "desync-16", ROOT / "fixtures" / "report" / "job64"):
+        for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.endswith(".json")):
+            inp = InputFile(str(path))
+            fast, _, _ = P.parse_one(inp, True, ShapeCache())
+            slow = JobModel()
+            slow.add_source(inp.display)
+            fp = FileParser(inp.display, ShapeCache(), keep_text=False, use_catalog=False)
+            for first, block in BlockReader(inp):
+                for ev in fp.parse_block(first, block):
+                    slow.add(ev)
+            slow.lines = fast.lines
+            assert summarize(fast) == summarize(slow), path
+            assert {k: c.hops for k, c in fast.comms.items()} == {k: c.hops for k, c in slow.comms.items()}
+            assert [(p.key, p.net_conns, p.gdr_conns, p.last_line) for p in fast.processes.values()] == \
+                   [(p.key, p.net_conns, p.gdr_conns, p.last_line) for p in slow.processes.values()]

@@ -162,6 +162,8 @@ class ShapeCache:
         self.enabled = enabled
         self.max_shapes = max_shapes
         self._shapes: dict[str, Any] = {}
+        #: whole-line shape -> LineTemplate | None, shared by the files parsed with this cache
+        self.line_templates: dict[str, Any] = {}
         self.hits = self.misses = self.parses = 0
 
     def parse(self, text: str) -> tuple[str, RawFields] | None:
@@ -209,3 +211,83 @@ def _parse_plain(text: str) -> tuple[str, RawFields] | None:
         return None
     kind, fields = raw_of(tree)
     return kind, _stringify(fields)
+
+
+# --------------------------------------------------------------------------- whole-line templates
+
+#: The plain NCCL prefix (no launcher wrapper, no timestamp): the common case worth a fast path.
+SIMPLE_NCCL_LINE = re.compile(r"([^\s:\[\]<>]+):(\d+):(\d+) \[(\d+)\] NCCL INFO (\S.*)")
+
+
+class LineTemplate:
+    """Where the host, pid, tid, device and every message field sit in a whole NCCL line.
+
+    Built from the grammar's parse of the first line of a line shape; later lines of the
+    same shape are rebuilt from their value runs without the envelope or the grammar.
+    ``fill`` is generated code (one expression per field), made once per line shape.
+    """
+
+    __slots__ = ("rule", "spans", "fill")
+
+    def __init__(self, rule: str, spans: dict[str, Any]) -> None:
+        self.rule = rule
+        self.spans = spans
+        self.fill = _compile_fill(spans)
+
+
+def _cut_expr(sp: tuple[int, int, int, int | None]) -> str:
+    i, oi, j, oj = sp
+    if i == j:
+        if oi == 0 and oj is None:
+            return f"p[{i}]"
+        return f"p[{i}][{oi}:{'' if oj is None else oj}]"
+    head = f"p[{i}]" if oi == 0 else f"p[{i}][{oi}:]"
+    mid = "".join(f"+p[{k}]" for k in range(i + 1, j))
+    tail = f"+p[{j}]" if oj is None else f"+p[{j}][:{oj}]"
+    return head + mid + tail
+
+
+def _compile_fill(spans: dict[str, Any]) -> Any:
+    items = []
+    for name, sp in spans.items():
+        expr = "[" + ", ".join(_cut_expr(x) for x in sp) + "]" if isinstance(sp, list) else _cut_expr(sp)
+        items.append(f"{name!r}: {expr}")
+    src = "def fill(p):\n    return {" + ", ".join(items) + "}\n"
+    ns: dict[str, Any] = {}
+    exec(compile(src, "<line-template>", "exec"), ns)  # noqa: S102 - generated from span integers only
+    return ns["fill"]
+
+
+def line_template(text: str, parts: list[str]) -> LineTemplate | None:
+    """A template for a plain ``host:pid:tid [dev] NCCL INFO message`` line, if it has one."""
+    m = SIMPLE_NCCL_LINE.fullmatch(text)
+    if m is None:
+        return None
+    body, offset = m.group(5), m.start(5)
+    try:
+        tree = parser().parse(body)
+    except LarkError:
+        return None
+    rule, fields = raw_of(tree)
+    starts, pos = [], 0
+    for p in parts:
+        starts.append(pos)
+        pos += len(p)
+    try:
+        spans: dict[str, Any] = {}
+        for i, name in enumerate(("_host", "_pid", "_tid", "_dev"), 1):
+            spans[name] = _span(starts, parts, m.start(i), m.end(i))
+        for name, v in fields.items():
+            if isinstance(v, list):
+                spans[name] = [_span(starts, parts, t.start_pos + offset, t.end_pos + offset) for t in v]
+            else:
+                spans[name] = _span(starts, parts, v.start_pos + offset, v.end_pos + offset)
+    except _Uncacheable:
+        return None
+    return LineTemplate(rule, spans)
+
+
+def split_line(text: str) -> tuple[list[str], str]:
+    """The value-run split of a line and its shape key."""
+    parts = _DIGITS.split(text)
+    return parts, "\x00".join(parts[0::2])

@@ -138,6 +138,9 @@ def _decompress(raw: BinaryIO, head: bytes) -> tuple[BinaryIO, str | None]:
     return raw, None
 
 
+_NOT_CTRL = bytes(b for b in range(256) if not (b < 9 or 13 < b < 32 and b != 27))
+
+
 def _looks_binary(head: bytes) -> str | None:
     if head.startswith(_BINARY_MAGIC):
         return "binary file"
@@ -148,7 +151,8 @@ def _looks_binary(head: bytes) -> str | None:
     nul = head.count(b"\x00")
     if nul > len(head) // 10:
         return "binary file"
-    ctrl = sum(1 for b in head if b < 9 or 13 < b < 32 and b != 27) - nul  # ESC: ANSI colours
+    # control bytes other than \t\n\v\f\r and ESC (ANSI colours); translate() counts them in C
+    ctrl = len(head.translate(None, _NOT_CTRL)) - nul
     if ctrl > len(head) // 10:
         return "binary file"
     return None

@@ -164,6 +164,8 @@ class ShapeCache:
         self._shapes: dict[str, Any] = {}
         #: whole-line shape -> LineTemplate | None, shared by the files parsed with this cache
         self.line_templates: dict[str, Any] = {}
+        #: position-exact line shape (bytes) -> (rule, generated slice fill)
+        self.fixed_templates: dict[bytes, Any] = {}
         self.hits = self.misses = self.parses = 0
 
     def parse(self, text: str) -> tuple[str, RawFields] | None:
@@ -291,3 +293,38 @@ def split_line(text: str) -> tuple[list[str], str]:
     """The value-run split of a line and its shape key."""
     parts = _DIGITS.split(text)
     return parts, "\x00".join(parts[0::2])
+
+
+_HASH_DIGITS = bytes.maketrans(b"0123456789", b"##########")
+
+
+def fixed_key(text: str) -> bytes:
+    """Shape key that keeps every character's position (digits become '#'): ASCII lines only."""
+    return text.encode().translate(_HASH_DIGITS)
+
+
+def fixed_fill(tpl: LineTemplate, parts: list[str]) -> Any:
+    """A fill function with absolute slices for lines whose digit runs have these lengths.
+
+    None when the shape holds hex runs (pointers differ on every line: no reuse to gain).
+    """
+    if any(p.startswith("0x") for p in parts[1::2]):
+        return None
+    starts, pos = [], 0
+    for p in parts:
+        starts.append(pos)
+        pos += len(p)
+
+    def cut(sp: tuple[int, int, int, int | None]) -> str:
+        i, oi, j, oj = sp
+        a = starts[i] + oi
+        b = starts[j] + (len(parts[j]) if oj is None else oj)
+        return f"t[{a}:{b}]"
+
+    items = []
+    for name, sp in tpl.spans.items():
+        expr = "[" + ", ".join(cut(x) for x in sp) + "]" if isinstance(sp, list) else cut(sp)
+        items.append(f"{name!r}: {expr}")
+    ns: dict[str, Any] = {}
+    exec(compile("def fill(t):\n    return {" + ", ".join(items) + "}\n", "<fixed-template>", "exec"), ns)  # noqa: S102
+    return ns["fill"]

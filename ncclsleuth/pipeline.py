@@ -90,8 +90,27 @@ def _worker_cache(enabled: bool) -> ShapeCache:
     return c
 
 
-def _parse_task(args: tuple[InputFile, bool]):  # type: ignore[no-untyped-def]
-    return parse_one(*args)
+def _parse_task(args: tuple[list[InputFile], bool]):  # type: ignore[no-untyped-def]
+    """Worker task: a contiguous run of files merged into one model before it is sent back.
+
+    Merging is associative (first-wins settings, summed counts, capped concatenations),
+    so merging runs of files in the worker and the runs in order in the parent gives the
+    model a sequential merge gives; the parent then merges a few hundred models, not one
+    per rank file.
+    """
+    from .model import JobModel
+    from .model.job import merge
+
+    files, cache = args
+    model = JobModel()
+    notices: list[Notice] = []
+    read = 0
+    for inp in files:
+        part, file_notices, ok = parse_one(inp, cache)
+        merge(model, part)
+        notices.extend(file_notices)
+        read += int(ok)
+    return model, notices, read
 
 
 def default_jobs() -> int:
@@ -145,8 +164,9 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
         import concurrent.futures as cf
 
         pool = cf.ProcessPoolExecutor(max_workers=jobs)
-        chunk = max(1, min(64, len(found.files) // (jobs * 8)))
-        results = pool.map(_parse_task, [(f, cache) for f in found.files], chunksize=chunk)
+        size = max(1, min(256, len(found.files) // (jobs * 8)))
+        runs = [found.files[i:i + size] for i in range(0, len(found.files), size)]
+        results = pool.map(_parse_task, [(run, cache) for run in runs])
     else:
         notices = list(found.notices)
         pool = None
@@ -155,7 +175,7 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
         for part, file_notices, read in results:
             merge(model, part)
             notices.extend(file_notices)
-            files_read += int(read)
+            files_read += int(read)  # a count: one file serially, a run of files from a worker
             if progress is not None:
                 progress(part)
     finally:

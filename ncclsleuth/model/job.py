@@ -358,11 +358,17 @@ def _h_ring(m: JobModel, ev: E.Ring, p: Process | None) -> None:
         c.ring_truncated = c.ring_truncated or ev.truncated
 
 
+#: tree edges kept per communicator for these channels only: the pictures and checks need
+#: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects
+TREE_CHANNELS = 2
+
+
 def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
     c = m.current_comm(ev) or m.comm("unknown")
     if c is not None:
         for e in ev.edges:
-            c.trees.setdefault(e.channel, []).append(e)
+            if e.channel < TREE_CHANNELS:
+                c.trees.setdefault(e.channel, []).append(e)
         c.graph_event = c.graph_event or ev
 
 

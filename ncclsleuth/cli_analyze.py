@@ -36,6 +36,9 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
 @click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
               help="Worker processes for parsing files (default: the machine's cores).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Parse on a Dask cluster: tcp://host:8786, or local:N for N local worker processes "
+                   "(needs pip install 'ncclsleuth[dask]').")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--redact", is_flag=True,
               help="Replace hostnames, IPs, GIDs, user names, pod names by stable placeholders.")
@@ -46,16 +49,24 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
               help="Write the report to this file instead of stdout.")
 @_guard
 def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str,
-            no_cache: bool, jobs: int | None, quiet: bool, redact: bool, max_chars: int | None, no_color: bool,
-            output: str | None) -> None:
-    """Say why the job that wrote PATHS (files, folders, - for stdin) failed or is slow."""
+            no_cache: bool, jobs: int | None, scheduler: str | None, quiet: bool, redact: bool,
+            max_chars: int | None, no_color: bool, output: str | None) -> None:
+    """Say why the job that wrote PATHS (files, folders, s3://... URLs, - for stdin) failed or is slow."""
     from .pipeline import analyze as run
     from .progress import progress_for
     from .rules.schema import Severity
 
+    engine = _engine(paths, scheduler, jobs)
     rules = _load(rule_dirs, keep_going)
     with progress_for(enabled=sys.stderr.isatty() and sys.stdout.isatty() and fmt == "terminal") as tick:
-        report, files_read = run(list(paths), rules, cache=not no_cache, jobs=jobs, progress=tick)
+        try:
+            report, files_read = run(list(paths), rules, cache=not no_cache, jobs=jobs, progress=tick, engine=engine)
+        except Exception as exc:
+            from .remote import EngineError  # only reached with an engine: fsspec/dask already imported
+
+            if engine is not None and isinstance(exc, EngineError):
+                raise UserError(str(exc)) from None
+            raise
     if not files_read:
         why = "; ".join(f"{n['path']}: {n['message']}" for n in report.notices) or "no readable log in the given paths"
         raise UserError(f"nothing could be analysed ({why})")
@@ -78,6 +89,28 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
         if any(Severity.parse(f.severity) >= threshold for f in report.findings):
             sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
+
+
+def _engine(paths: tuple[str, ...], scheduler: str | None, jobs: int | None):  # type: ignore[no-untyped-def]
+    """None (the local pipeline) unless URLs or --scheduler ask for fsspec / Dask."""
+    if scheduler is None and not any("://" in p for p in paths):
+        return None
+    from .remote import EngineError, is_url, needs_remote, remote_engine, require_fsspec
+
+    try:
+        if any(is_url(p) for p in paths):
+            require_fsspec()  # one line saying how to install it, before any work
+        if scheduler is not None:
+            from .distributed import dask_engine
+
+            return dask_engine(scheduler)
+        if not needs_remote(paths):
+            return None
+        from .pipeline import default_jobs
+
+        return remote_engine(default_jobs() if jobs is None else jobs)
+    except (EngineError, ValueError) as exc:
+        raise UserError(str(exc)) from None
 
 
 @main.group()

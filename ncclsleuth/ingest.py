@@ -125,6 +125,9 @@ def _add_file(path: str, out: Discovery, seen: set[str]) -> None:
 def _open_binary(inp: InputFile) -> BinaryIO:
     if inp.path == "-":
         return sys.stdin.buffer
+    opener = getattr(inp, "open", None)  # inputs that open themselves (remote objects)
+    if opener is not None:
+        return opener()  # type: ignore[no-any-return]
     return open(inp.path, "rb")  # noqa: SIM115 - closed by the caller
 
 

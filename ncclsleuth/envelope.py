@@ -58,6 +58,7 @@ _WRAP = re.compile(
     r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?):? "
     r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?: [A-Z]{2}\d+)*\] ?"
     r"|(?P<nts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) ?"     # 2023-Aug-01 16:12:43.0204
+    r"|\d+:\d+ +(?P<nlvl>ERROR|WARNING|WARN|INFO|DEBUG|FATAL) +(?=\S)"     # Neuron runtime: pid:tid LEVEL
     r"|\[(?P<hts>\d\d:\d\d:\d\d)\] +"                                    # rich log time column
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w./-]+(?:\[\d+\])?: "
     r"|\[ *\d+\.\d+\] "                                                  # dmesg
@@ -72,8 +73,10 @@ _WRAP = re.compile(
     r")"
 )
 _RAY_SUFFIX = " [repeated "
-_MD_LINK = re.compile(r"\[([^\]\s]+)\]\(https?://[^)\s]*\)")
-_RICH_SRC = re.compile(r"\s{2,}[\w.]+\.py:\d+\s*$")
+# Linear on any input: the link text cannot contain "[" (so each "[" starts at most one
+# short attempt) and the rich source column is only tried where a run of spaces starts.
+_MD_LINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://[^)\s]*\)")
+_RICH_SRC = re.compile(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
 _MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
 _OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )")
 _FILE_LINE = re.compile(r"[\w./+-]+:\d+")
@@ -147,7 +150,7 @@ def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
     for key in ("iso", "bts", "nts", "hts", "syslog", "gts", "pts"):
         if g[key] and "ts" not in meta:
             meta["ts"] = g[key]
-    for key in ("glvl", "plvl", "llvl", "rlvl", "elvl", "blvl"):
+    for key in ("glvl", "plvl", "llvl", "rlvl", "elvl", "blvl", "nlvl"):
         if g[key]:
             meta["level"] = _LVL[g[key]]  # type: ignore[index]
     if g["pg"] is not None:

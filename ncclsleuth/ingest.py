@@ -144,6 +144,12 @@ def _decompress(raw: BinaryIO, head: bytes) -> tuple[BinaryIO, str | None]:
 _NOT_CTRL = bytes(b for b in range(256) if not (b < 9 or 13 < b < 32 and b != 27))
 
 
+def _utf16_le_no_bom(head: bytes) -> bool:
+    """UTF-16-LE text without a BOM (Windows tools): ASCII with a NUL after every byte."""
+    h = head[: len(head) & ~1]
+    return len(h) >= 16 and h[1::2].count(0) > len(h) // 2 * 0.9 and h[0::2].count(0) < len(h) // 20
+
+
 def _looks_binary(head: bytes) -> str | None:
     if head.startswith(_BINARY_MAGIC):
         return "binary file"
@@ -159,6 +165,22 @@ def _looks_binary(head: bytes) -> str | None:
     if ctrl > len(head) // 10:
         return "binary file"
     return None
+
+
+class _RawAdapter(io.RawIOBase):
+    """Any object with ``read`` as a raw stream, so it can sit under a BufferedReader."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+        data = self._f.read(len(b))
+        n = len(data)
+        b[:n] = data
+        return n
 
 
 class LineReader:
@@ -194,15 +216,26 @@ class LineReader:
                 raw.close()
 
     def _read(self, raw: BinaryIO) -> Iterator[tuple[int, str]]:
-        peek = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""  # type: ignore[attr-defined]
+        if not hasattr(raw, "peek"):  # pipes in tests, remote objects: buffer them to sniff the head
+            raw = io.BufferedReader(_RawAdapter(raw), 1 << 16)  # type: ignore[assignment]
+        peek = raw.peek(_SNIFF)[:_SNIFF]  # type: ignore[attr-defined]
+        if len(peek) < _SNIFF and peek:  # peek returns what one read gave; top it up
+            peek = raw.peek(_SNIFF)[:_SNIFF]  # type: ignore[attr-defined]
         stream, codec = _decompress(raw, peek)
         if codec:
             head = stream.peek(_SNIFF)[:_SNIFF] if hasattr(stream, "peek") else b""  # type: ignore[attr-defined]
         else:
             head = peek
+        if not head:
+            self._note("empty file, nothing to analyse")
+            return
         if head.startswith((b"\xff\xfe", b"\xfe\xff")):
             self._note("UTF-16 text, decoded", "info")
             yield from self._read_text(io.TextIOWrapper(stream, encoding="utf-16", errors="replace"))
+            return
+        if _utf16_le_no_bom(head):
+            self._note("UTF-16 text without byte-order mark, decoded", "info")
+            yield from self._read_text(io.TextIOWrapper(stream, encoding="utf-16-le", errors="replace"))
             return
         why = _looks_binary(head)
         if why:
@@ -216,16 +249,36 @@ class LineReader:
         yield from self._read_bytes(stream)
 
     def _read_text(self, text: io.TextIOWrapper) -> Iterator[tuple[int, str]]:
-        for line in text:
+        """Decoded text (UTF-16, CR-only): same line cap as bytes, counted in characters."""
+        limit = self.max_line
+        readline = text.readline
+        cut = nul = 0
+        while True:
+            line = readline(limit)
+            if not line:
+                break
             self.lines += 1
             self.bytes_read += len(line)
+            if len(line) == limit and not line.endswith(("\n", "\r")):
+                dropped = self._skip_rest(readline, ("\n", "\r"))
+                cut += 1
+                if cut == 1:
+                    self._note(f"line {self.lines} is longer than {limit} characters: cut at {limit} characters "
+                               f"({dropped} characters dropped)")
+            if "\x00" in line:
+                line = line.replace("\x00", "")
+                nul += 1
             for seg in clean(line):
                 yield self.lines, seg
+        if nul:
+            self._note(f"{nul} line(s) with NUL bytes, NUL bytes removed")
+        if cut > 1:
+            self._note(f"{cut} lines longer than {limit} characters were cut")
 
     def _read_bytes(self, stream: BinaryIO) -> Iterator[tuple[int, str]]:
         limit = self.max_line
         readline = stream.readline
-        bad_utf8 = cut = 0
+        bad_utf8 = cut = nul = 0
         n = 0
         while True:
             b = readline(limit)
@@ -247,21 +300,25 @@ class LineReader:
                 bad_utf8 += 1
             if "\x00" in s:
                 s = s.replace("\x00", "")
+                nul += 1
             self.lines = n
             for seg in clean(s):
                 yield n, seg
         if bad_utf8:
             self._note(f"{bad_utf8} line(s) with invalid UTF-8, decoded with replacement characters")
+        if nul:
+            self._note(f"{nul} line(s) with NUL bytes, NUL bytes removed")
         if cut > 1:
             self._note(f"{cut} lines longer than {limit} bytes were cut")
 
     @staticmethod
-    def _skip_rest(readline) -> int:  # type: ignore[no-untyped-def]
+    def _skip_rest(readline, ends=(b"\n",)) -> int:  # type: ignore[no-untyped-def]
+        """Read and drop the rest of an over-long line in 64 KiB pieces; returns how much."""
         dropped = 0
         while True:
             b = readline(1 << 16)
             dropped += len(b)
-            if not b or b.endswith(b"\n"):
+            if not b or b.endswith(ends):
                 return dropped
 
 

@@ -5,6 +5,7 @@ Files are independent until the model merges them, so each file is parsed on its
 """
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -171,6 +172,8 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
         notices = list(found.notices)
         pool = None
         results = (parse_one(f, cache) for f in found.files)
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of acyclic event objects: collection passes cost ~1/3 of the merge
     try:
         for part, file_notices, read in results:
             merge(model, part)
@@ -179,6 +182,8 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
             if progress is not None:
                 progress(part)
     finally:
+        if gc_was_on:
+            gc.enable()
         if pool is not None:
             pool.shutdown()
         close = getattr(source, "close", None)

@@ -99,6 +99,7 @@ class JobModel:
         self.folded: Counter[str] = Counter()
         self.kind_counts: Counter[str] = Counter()
         self.sources: list[str] = []
+        self._source_index: dict[str, int] = {}  # source -> position in sources (O(1) order keys)
         self.lines = 0
         self.versions_unattached: list[E.NcclVersion] = []
         self.failure_blocks: list[dict[str, Any]] = []
@@ -108,7 +109,8 @@ class JobModel:
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
-        if source not in self.sources:
+        if source not in self._source_index:
+            self._source_index[source] = len(self.sources)
             self.sources.append(source)
         self.lines += lines
 
@@ -196,10 +198,7 @@ class JobModel:
         return out
 
     def order_key(self, ev: E.Event) -> tuple[int, int]:
-        try:
-            return (self.sources.index(ev.source), ev.line)
-        except ValueError:
-            return (len(self.sources), ev.line)
+        return (self._source_index.get(ev.source, len(self.sources)), ev.line)
 
     @property
     def hosts(self) -> list[str]:
@@ -441,8 +440,10 @@ def merge(into: JobModel, other: JobModel) -> None:
     The result does not depend on how files were grouped into workers: every file is
     parsed into its own model and merged in the same order, with ``--jobs 1`` too.
     """
+    known = into._source_index
     for s in other.sources:
-        if s not in into.sources:
+        if s not in known:
+            known[s] = len(into.sources)
             into.sources.append(s)
     into.lines += other.lines
     into.kind_counts.update(other.kind_counts)

@@ -12,6 +12,7 @@ and notices.
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 
 from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, _open_binary
@@ -35,6 +36,7 @@ class BlockReader:
         self.lines = 0
         self.bytes_read = 0
         self._fallback: LineReader | None = None
+        self._nul = 0
 
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
@@ -80,9 +82,14 @@ class BlockReader:
         self.notices.extend(self._fallback.notices)
 
     def _blocks(self, raw) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
-        peek = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""
+        if not hasattr(raw, "peek"):  # a pipe or object that cannot peek: buffer it to sniff its start
+            raw = io.BufferedReader(raw, buffer_size=1 << 16)  # type: ignore[arg-type]
+        peek = raw.peek(_SNIFF)[:_SNIFF]
         stream, codec = _decompress(raw, peek)
         head = stream.peek(_SNIFF)[:_SNIFF] if codec and hasattr(stream, "peek") else peek
+        if not head:
+            self._note("empty file, nothing to analyse")
+            return
         odd = head.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\n" not in head and b"\r" in head)
         if odd or _looks_binary(head):
             if self.inp.path != "-":
@@ -99,7 +106,9 @@ class BlockReader:
         lineno = 1
         bad = cut = 0
         skipping = False
-        read = stream.read
+        # read1: a truncated .gz keeps what was decompressed before the damage (read() would
+        # drop the whole last buffer); plain files have read1 too
+        read = getattr(stream, "read1", stream.read)
         while True:
             data = read(self.block)
             if not data:
@@ -140,6 +149,7 @@ class BlockReader:
                 text = "\n".join(x[: self.max_line] for x in parts)
             yield lineno, text
             lineno += n
+            self.lines = lineno - 1  # kept current: a damaged archive stops mid-file
         if pending and not skipping:
             counter = [0]
             yield lineno, self._decode(pending[: self.max_line], counter)
@@ -148,11 +158,12 @@ class BlockReader:
         self.lines = lineno - 1
         if bad:
             self._note(f"{bad} line(s) with invalid UTF-8, decoded with replacement characters")
+        if self._nul:
+            self._note(f"{self._nul} line(s) with NUL bytes, NUL bytes removed")
         if cut > 1:
             self._note(f"{cut} lines longer than {self.max_line} bytes were cut")
 
-    @staticmethod
-    def _decode(b: bytes, bad: list[int]) -> str:
+    def _decode(self, b: bytes, bad: list[int]) -> str:
         try:
             s = b.decode("utf-8")
         except UnicodeDecodeError:
@@ -161,5 +172,6 @@ class BlockReader:
         if "\r" in s:
             s = s.replace("\r\n", "\n")
         if "\x00" in s:
+            self._nul += sum(1 for x in s.split("\n") if "\x00" in x)
             s = s.replace("\x00", "")
         return s

@@ -39,7 +39,7 @@ _ANCHORS = re.compile(
     r"|Multiple Ranks are using|Error while (?:creating|attaching)|Call to \w+ |Cuda failure|Failed to CUDA"
     r"|Failed to open libibverbs|Got completion|Connection closed by remote peer|Accept failed"
     r"|connecting to address with family|Connect to \S+ failed|Attribute \w+ of node|Mismatched NCCL version"
-    r"|\w+: [Cc]onnect to \S+ (?:failed|returned)|Socket recv failed|Using network \w"
+    r"|(?<!\w)\w+: [Cc]onnect to \S+ (?:failed|returned)|Socket recv failed|Using network \w"
 )
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
@@ -101,6 +101,8 @@ class ParseStats:
     nccl_records: int = 0
     nccl_unknown: int = 0  # nccl_other without a catalog match
     nccl_text: int = 0
+    failed: int = 0  # lines the parser could not handle (kept as problem lines where they look like one)
+    first_failure: str | None = None
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -177,12 +179,24 @@ class FileParser:
         return out
 
     def _line(self, lineno: int, text: str) -> list[E.Event]:
-        if "\r" in text or "\x1b" in text:  # progress redraws and colours (block reader leaves them)
-            out: list[E.Event] = []
-            for seg in clean(text):
-                out.extend(self._record_line(lineno, seg))
-            return out
-        return self._record_line(lineno, text)
+        try:
+            if "\r" in text or "\x1b" in text:  # progress redraws and colours (block reader leaves them)
+                out: list[E.Event] = []
+                for seg in clean(text):
+                    out.extend(self._record_line(lineno, seg))
+                return out
+            return self._record_line(lineno, text)
+        except Exception as exc:  # noqa: BLE001 - one garbled line must never abort a run
+            return self._unparsable(lineno, text, exc)
+
+    def _unparsable(self, lineno: int, text: str, exc: Exception) -> list[E.Event]:
+        """Keep a line that broke the parser: counted, and kept as a problem line if it looks like one."""
+        self.stats.failed += 1
+        if self.stats.first_failure is None:
+            self.stats.first_failure = f"line {lineno}: {type(exc).__name__}: {exc}"
+        if _ERRLIKE.search(text) or " WARN " in text:
+            return [E.WarnText(source=self.source, line=lineno, text=text, message=text.strip()[:500])]
+        return []
 
     def _record_line(self, lineno: int, text: str) -> list[E.Event]:
         if self._lines is not None and " NCCL INFO " in text:

@@ -47,7 +47,14 @@ class Finding:
                 "confidence": round(self.confidence, 2), "title": self.title, "message": self.message,
                 "evidence": [e.to_dict() for e in self.evidence], "evidence_total": self.evidence_total,
                 "fix": self.fix, "references": self.references, "caused_by": self.caused_by, "role": self.role,
-                "hosts": self.hosts, "ranks": self.ranks}
+                "hosts": self.hosts, "ranks": self.ranks, "explained_lines": self.explained_lines()}
+
+    def explained_lines(self) -> dict[str, list[int]]:
+        """Every line this finding accounts for, per file (also beyond the evidence shown)."""
+        out: dict[str, list[int]] = {}
+        for f, line in self.explained:
+            out.setdefault(f, []).append(line)
+        return {f: sorted(v) for f, v in sorted(out.items())}
 
 
 @dataclass

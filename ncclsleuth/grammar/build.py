@@ -379,7 +379,18 @@ _FIXERS: dict[str, Callable[..., Any]] = {
 
 
 def build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields]:
-    """Map a grammar rule and its raw field strings to an event class and typed fields."""
+    """Map a grammar rule and its raw field strings to an event class and typed fields.
+
+    A value the grammar accepted but that does not convert (a number glued to another
+    record, '1501/0') makes the line an ``nccl_other`` rather than an exception.
+    """
+    try:
+        return _build(rule, raw, pre)
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        return E.NcclOther, {}
+
+
+def _build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields]:
     f = dict(raw)
     kind, fixed = ALIASES.get(rule, (rule, {}))
     f.update(fixed)

@@ -18,6 +18,7 @@ from .schema import Rule, RuleError, Severity, validate
 
 # libyaml's safe loader when present (7x faster start-up); the pure-Python one otherwise
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DIGITS = re.compile(r"\d+")
 _TEMPLATE = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
 MAX_UNEXPLAINED = 200
 
@@ -172,16 +173,27 @@ def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str
 
     findings = run_rules(model, rules)
     explained = set().union(*(f.explained for f in findings)) if findings else set()
-    unexplained: list[Evidence] = []
-    total = 0
-    for ev in model.error_events():
-        if (ev.source, ev.line) in explained:
-            continue
-        total += 1
-        if len(unexplained) < MAX_UNEXPLAINED:
-            unexplained.append(Evidence(ev.source, ev.line, ev.text))
-    return Report(findings=findings, unexplained=unexplained, summary=summarize(model),
-                  notices=list(notices or []), unexplained_total=total)
+    rest = [ev for ev in model.error_events() if (ev.source, ev.line) not in explained]
+    return Report(findings=findings, unexplained=_unexplained(rest, model), summary=summarize(model),
+                  notices=list(notices or []), unexplained_total=len(rest))
+
+
+def _unexplained(rest: list[Event], model: JobModel) -> list[Evidence]:
+    """Up to MAX_UNEXPLAINED lines: one per distinct message shape first, so a flood of
+    one WARN cannot hide a different error that came later; then the rest in order."""
+    seen: set[str] = set()
+    first: list[Event] = []
+    for ev in rest:
+        shape = _DIGITS.sub("#", ev.text.split(" NCCL ", 1)[-1])[:300]
+        if shape not in seen:
+            seen.add(shape)
+            first.append(ev)
+    picked = first[:MAX_UNEXPLAINED]
+    if len(picked) < MAX_UNEXPLAINED:
+        chosen = {id(e) for e in picked}
+        picked += [e for e in rest if id(e) not in chosen][: MAX_UNEXPLAINED - len(picked)]
+    picked.sort(key=model.order_key)
+    return [Evidence(ev.source, ev.line, ev.text) for ev in picked]
 
 
 def severities(report: Report) -> Counter[str]:

@@ -73,14 +73,9 @@ def test_flood_line_reported(flood):
         or report.unexplained_total > len(report.unexplained)
 
 
-# Two of the distinct errors are expected to fail until the engine shows one unexplained
-# line per distinct message: MAX_UNEXPLAINED keeps the first 200 in file order, so after a
-# flood of one WARN the distinct errors at the end are only counted in unexplained_total.
-_LOST = {TAIL[1], TAIL[2]}
-_CASES = [pytest.param(m, marks=pytest.mark.xfail(
-    strict=True, reason="rules.engine.build_report: unexplained keeps the first MAX_UNEXPLAINED=200 lines in file "
-                        "order; after a flood of one WARN, distinct later errors are only counted"))
-          if m in _LOST else m for m in DISTINCT]
+# The engine shows one unexplained line per distinct message shape first, so a flood of one
+# WARN cannot push later, different errors out of the report.
+_CASES = list(DISTINCT)
 
 
 @pytest.mark.parametrize("msg", _CASES, ids=lambda m: re.sub(r"\W+", "_", m[:40]))

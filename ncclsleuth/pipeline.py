@@ -103,6 +103,7 @@ def _parse_task(args: tuple[list[InputFile], bool]):  # type: ignore[no-untyped-
     from .model.job import merge
 
     files, cache = args
+    gc.disable()  # as in the parent: acyclic events, collection passes are pure overhead here
     model = JobModel()
     notices: list[Notice] = []
     read = 0

@@ -43,10 +43,8 @@ class Context:
             self._facts[name] = fn(self.model)
         return self._facts[name]
 
-    def events(self, kind: str) -> list[dict[str, Any]]:
-        if kind not in self._events:
-            self._events[kind] = [_event_item(ev) for ev in self.model.events.get(kind, ())]
-        return self._events[kind]
+    def events(self, kind: str) -> list[Event]:
+        return self.model.events.get(kind, [])  # type: ignore[return-value]
 
 
 def _event_item(ev: Event) -> dict[str, Any]:
@@ -54,6 +52,11 @@ def _event_item(ev: Event) -> dict[str, Any]:
     d["evidence"] = [ev]
     d["message_text"] = ev.text
     return d
+
+
+def _light_item(ev: Event) -> dict[str, Any]:
+    """What a finding needs of a match that is not its first: the line and its host."""
+    return {"evidence": [ev], "host": ev.host, "rank": ev.rank}
 
 
 def evaluate(cond: dict[str, Any], ctx: Context) -> Match:
@@ -90,6 +93,10 @@ def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
         pool = [it for n in names for it in ctx.fact(n)]
     where = cond.get("where") or {}
     items = [it for it in pool if all(_pred(_get(it, f), p) for f, p in where.items())]
+    if items and isinstance(items[0], Event):
+        # predicates read event attributes directly; dicts only for what a finding shows:
+        # the full fields of the first match (message template), the line of the others
+        items = [_event_item(items[0])] + [_light_item(ev) for ev in items[1:]]  # type: ignore[arg-type]
     cnt = cond.get("count") or {"ge": 1}
     ok = all(_cmp(len(items), op, v) for op, v in cnt.items())
     if not ok:
@@ -100,8 +107,18 @@ def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
     return m
 
 
-def _get(item: dict[str, Any], path: str) -> Any:
+def _get(item: Any, path: str) -> Any:
     cur: Any = item
+    if isinstance(item, Event):
+        head, _, path = path.partition(".")
+        if head == "message_text":
+            cur = item.text
+        elif head == "kind":
+            cur = item.kind
+        else:
+            cur = _plainish(getattr(item, head, None))
+        if not path:
+            return cur
     for part in path.split("."):
         if isinstance(cur, list):
             cur = [x.get(part) if isinstance(x, dict) else None for x in cur]
@@ -110,6 +127,15 @@ def _get(item: dict[str, Any], path: str) -> Any:
         else:
             return None
     return cur
+
+
+def _plainish(v: Any) -> Any:
+    """Dataclass values (interfaces, IB devices) as dicts, tuples as lists: what to_dict gives."""
+    if isinstance(v, tuple):
+        return [_plainish(x) for x in v]
+    if hasattr(v, "__dataclass_fields__"):
+        return {k: getattr(v, k) for k in v.__dataclass_fields__}
+    return v
 
 
 @lru_cache(maxsize=4096)

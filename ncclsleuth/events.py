@@ -604,6 +604,14 @@ class SignalExit(Event):
     signal: str = ""
 
 
+@ev("step_time")
+class StepTime(Event):
+    """One training step's wall time, as the training loop printed it (for stragglers)."""
+
+    step: int | None = None
+    ms: float | None = None
+
+
 @ev("torch_log")
 class TorchLog(Event):
     """A PyTorch distributed log line with a level but no more specific meaning."""

@@ -40,6 +40,7 @@ _ANCHORS = re.compile(
     r"|Failed to open libibverbs|Got completion|Connection closed by remote peer|Accept failed"
     r"|connecting to address with family|Connect to \S+ failed|Attribute \w+ of node|Mismatched NCCL version"
     r"|(?<!\w)\w+: [Cc]onnect to \S+ (?:failed|returned)|Socket recv failed|Using network \w"
+    r"|\biter \d+: loss|\biteration +\d+/"
 )
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
@@ -81,6 +82,11 @@ def _trie(keywords: tuple[str, ...], extra: tuple[str, ...]) -> str:
 
 
 _PREFILTER = re.compile(_trie(_KEYWORDS, _KEYWORD_RX))
+# Training-step timing lines (stragglers) carry no keyword of the prefilter; these
+# literal-prefixed scans find them in a block at str.find speed.
+STEP_SAMPLES_PER_RANK = 32
+_STEP_START = re.compile(r"\biter \d+: loss|\biteration +\d+/")
+_STEP_SCANS = (re.compile(r"time: *\d+(?:\.\d+)?ms"), re.compile(r"elapsed time per iteration \(ms\)"))
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 
 
@@ -120,6 +126,8 @@ class FileParser:
         #: analyze: per-connection lines come out as ``("conn", line, host, pid, src, dst, via)``
         #: tuples for ``JobModel.add_conn`` instead of event objects (see pipeline.parse_one)
         self.fold_conns = fold_conns
+        self._step_counts: dict[int | None, int] = {}
+        self._steps_done = False
         #: line shape -> LineTemplate (analyze only: parse keeps the full envelope path)
         self._lines: dict[str, LineTemplate | None] | None = None if keep_text else self.cache.line_templates
         self._fixed: dict[bytes, Any] = self.cache.fixed_templates
@@ -176,7 +184,54 @@ class FileParser:
             end = size if end < 0 else end
             out.extend(self._line(n, text[start:end]))
             n, pos = n + 1, end + 1
+        out.extend(self._step_lines(first, text))
         return out
+
+    def _step_lines(self, first: int, text: str) -> list[E.Event]:
+        """Step-timing lines the prefilter skipped (one literal scan per format), sampled.
+
+        A median needs a few dozen steps, not every step of a long run: at most
+        ``STEP_SAMPLES_PER_RANK`` per rank are parsed, and a file of one rank stops being
+        scanned once its rank has them.
+        """
+        out: list[E.Event] = []
+        if self._steps_done:
+            return out
+        for rx in _STEP_SCANS:
+            counted, n = 0, first
+            for m in rx.finditer(text):
+                start = text.rfind("\n", 0, m.start()) + 1
+                end = text.find("\n", m.start())
+                line = text[start:] if end < 0 else text[start:end]
+                if _PREFILTER.search(line) is not None:
+                    continue  # the main loop has handled it
+                n += text.count("\n", counted, start)
+                counted = start
+                ev = self._step_event(n, line)
+                if ev is not None:
+                    seen = self._step_counts.get(ev.rank, 0)
+                    if seen < STEP_SAMPLES_PER_RANK:
+                        self._step_counts[ev.rank] = seen + 1
+                        out.append(ev)
+                if len(self._step_counts) == 1 and min(self._step_counts.values()) >= STEP_SAMPLES_PER_RANK:
+                    self._steps_done = True
+                    return out
+        return out
+
+    def _step_event(self, lineno: int, line: str) -> E.Event | None:
+        """A step-timing line: the grammar (through the shape cache) from where the step text
+        starts, the envelope only when something precedes it (a [rankN]: prefix)."""
+        m = _STEP_START.search(line)
+        if m is None:
+            return None
+        res = self.cache.parse(line[m.start():].rstrip())
+        if res is None:
+            return None
+        cls, fields = build(res[0], res[1])
+        if cls is not E.StepTime:
+            return None
+        rec = peel(line)[0] if m.start() else Record(line, "other")
+        return self._make(cls, rec, lineno, line, fields)
 
     def _line(self, lineno: int, text: str) -> list[E.Event]:
         try:

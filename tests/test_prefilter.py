@@ -20,7 +20,8 @@ CORPUS = sorted((ROOT.parent / "shared" / "corpus").glob("*/*/log.txt"))
 
 def _slow(path: Path) -> list[tuple[str, int]]:
     fp = FileParser(str(path), ShapeCache(), keep_text=True)
-    return [(e.kind, e.line) for e in fp.parse_lines(LineReader(InputFile(str(path)))) if e.kind != "text"]
+    return [(e.kind, e.line) for e in fp.parse_lines(LineReader(InputFile(str(path))))
+            if e.kind not in ("text", "step_time")]
 
 
 def _fast(path: Path) -> list[tuple[str, int]]:
@@ -29,7 +30,7 @@ def _fast(path: Path) -> list[tuple[str, int]]:
     for first, block in BlockReader(InputFile(str(path))):
         out.extend((e.kind, e.line) for e in fp.parse_block(first, block))
     out.extend((e.kind, e.line) for e in fp.finish())
-    return out
+    return [x for x in out if x[0] != "step_time"]  # sampled in the fast path: tested below
 
 
 @pytest.mark.parametrize("path", LOGS + CORPUS, ids=lambda p: str(p.relative_to(p.parents[2])))
@@ -83,3 +84,15 @@ def test_connection_lines_folded_without_events_give_the_same_model():
             assert {k: c.hops for k, c in fast.comms.items()} == {k: c.hops for k, c in slow.comms.items()}
             assert [(p.key, p.net_conns, p.gdr_conns, p.last_line) for p in fast.processes.values()] == \
                    [(p.key, p.net_conns, p.gdr_conns, p.last_line) for p in slow.processes.values()]
+
+
+def test_step_times_are_sampled_in_the_fast_path(tmp_path):
+    """Step lines carry no prefilter keyword: the literal scans find them, 32 per rank."""
+    from ncclsleuth.parse import STEP_SAMPLES_PER_RANK
+
+    p = tmp_path / "rank0.log"
+    p.write_text("".join(f"iter {i}: loss 1.0, time: {1000 + i}.0ms\n" for i in range(100)))
+    fp = FileParser(str(p), ShapeCache(), keep_text=False, use_catalog=False)
+    evs = [e for first, block in BlockReader(InputFile(str(p))) for e in fp.parse_block(first, block)]
+    assert [(e.kind, e.line, e.ms) for e in evs][:2] == [("step_time", 1, 1000.0), ("step_time", 2, 1001.0)]
+    assert len(evs) == STEP_SAMPLES_PER_RANK

@@ -126,3 +126,18 @@ def test_cli_prints_the_culprit_above_the_63_timeouts(tmp_path):
     data = json.loads(CliRunner().invoke(main, ["analyze", str(job), "--format", "json"]).output)
     assert [f["rule_id"] for f in data["findings"]][:2] == ["DESYNC002", "TIMEOUT001"]
     assert data["findings"][1]["evidence_total"] >= 63
+
+
+def test_straggler_rank_on_16_rank_job(tmp_path):
+    """Per-rank step times from the training loop's own lines; rank 11 is 25% slower."""
+    for r in range(16):
+        ms = 1250.0 if r == 11 else 1000.0
+        lines = [f"[rank{r}]:iter {i}: loss 1.{i % 10}, time: {ms + (i * 7 + r) % 13:.1f}ms" for i in range(1, 60)]
+        (tmp_path / f"node{r // 8}.{1000 + r}.log").write_text(
+            f"node{r // 8}:{1000 + r}:{1000 + r} [{r % 8}] NCCL INFO ncclCommInitRank comm 0x{r + 1:x}0 rank {r} "
+            f"nranks 16 cudaDev {r % 8} nvmlDev {r % 8} busId 18000 commId 0xabc - Init START\n"
+            + "\n".join(lines) + "\n")
+    report, _ = analyze([str(tmp_path)])
+    (f,) = [f for f in report.findings if f.rule_id == "STRAG001"]
+    assert f.title.startswith("rank 11 (node1) is a straggler")
+    assert "[rank11]:iter 1:" in f.evidence[0].text

@@ -71,6 +71,7 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "hw_xid": ("hw_error", {"what": "xid"}),
     "hw_bus": ("hw_error", {"what": "fell_off_bus"}),
     "cuda_error_torch": ("cuda_error", {"origin": "torch"}),
+    "step_time_megatron": ("step_time", {}),
 }
 
 _IFACE = re.compile(
@@ -78,6 +79,7 @@ _IFACE = re.compile(
     r"|<\w+>|[^:]*<\w*>))?$")
 _IBDEV = re.compile(r"^\[(\d+)\](.*?)(?::(\d+))?(?::(\d+))?(?::(\d+))?/(\w+)(?:/\S*)?$")
 _FP = re.compile(r"(SequenceNumber|OpType|TensorShape)=(\[[^\]]*\]|[A-Z_a-z]+|\d+)")
+_MEGATRON_MS = re.compile(r"elapsed time per iteration \(ms\): *([\d.]+)")
 _EXC_PRE = re.compile(r"([\w.]*(?:Error|Exception))\s*:?\s*$")
 _SIZE = re.compile(r"size: (\d+)")
 _TIMEOUT = re.compile(r"TIMEOUT\(ms\): (\d+)")
@@ -433,6 +435,12 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
         f["code"] = f.pop("code_name", "")
     if kind == "exception":
         f["message"] = f.pop("message_opt", "")
+    elif kind == "step_time":
+        if "ms" in f:
+            f["ms"] = _float(f["ms"].rstrip("ms"))
+        else:
+            m = _MEGATRON_MS.search(f.get("detail", ""))
+            f["ms"] = float(m.group(1)) if m else None
     elif kind == "nccltests_failure":
         f["message"] = (f.pop("message_opt", "") or f.get("_rest", "")).strip().strip("'")
         if "fail_what" in f:

@@ -9,7 +9,9 @@ from .. import events as E
 
 #: Kinds folded into aggregates instead of being kept one by one.
 HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "nccltests_row",
-                         "socket_retry", "failure_field"})
+                         "socket_retry", "failure_field", "step_time"})
+#: step times kept per rank (or per file where the rank is unknown) for straggler checks
+STEP_SAMPLES = 2000
 _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
 #: Events kept per kind (errors: per kind); the rest are counted in ``folded``.
 KEEP_PER_KIND = 20_000
@@ -106,6 +108,9 @@ class JobModel:
         self._block: dict[str, Any] | None = None
         self.nccltests_rows: list[E.NcclTestsRow] = []
         self._proc_comm: dict[tuple[str, int | None], str] = {}
+        #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them
+        self.step_times: dict[int | str, list[float]] = {}
+        self.step_evidence: dict[int | str, E.Event] = {}
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -400,6 +405,16 @@ def _h_failure_field(m: JobModel, ev: E.FailureField, p: Process | None) -> None
     m._block["fields"][ev.name] = (ev.value, ev.line)
 
 
+def _h_step(m: JobModel, ev: E.StepTime, p: Process | None) -> None:
+    if ev.ms is None:
+        return
+    key: int | str = ev.rank if ev.rank is not None else ev.source
+    times = m.step_times.setdefault(key, [])
+    if len(times) < STEP_SAMPLES:
+        times.append(ev.ms)
+    m.step_evidence.setdefault(key, ev)
+
+
 def _h_row(m: JobModel, ev: E.NcclTestsRow, p: Process | None) -> None:
     if len(m.nccltests_rows) < KEEP_PER_KIND:
         m.nccltests_rows.append(ev)
@@ -428,6 +443,7 @@ _HANDLERS: dict[str, Any] = {
     "failure_block_head": _h_failure_head,
     "failure_field": _h_failure_field,
     "nccltests_row": _h_row,
+    "step_time": _h_step,
 }
 
 
@@ -470,6 +486,10 @@ def merge(into: JobModel, other: JobModel) -> None:
     into.failure_blocks.extend(other.failure_blocks)
     room = KEEP_PER_KIND - len(into.nccltests_rows)
     into.nccltests_rows.extend(other.nccltests_rows[:max(room, 0)])
+    for key, times in other.step_times.items():
+        mine_t = into.step_times.setdefault(key, [])
+        mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
+        into.step_evidence.setdefault(key, other.step_evidence[key])
 
 
 def _merge_process(a: Process, b: Process) -> None:

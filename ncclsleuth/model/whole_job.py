@@ -282,9 +282,20 @@ def nccltests_result(model: JobModel) -> list[Fact]:
     nets = Counter(p.network for p in model.processes.values() if p.network)
     hosts = {p.host for p in model.processes.values() if p.host}
     hosts |= {ev.test_host for ev in model.events.get("nccltests_rank", ()) if getattr(ev, "test_host", None)}  # type: ignore[attr-defined]
+    nics = max((len({d.hca for d in p.ib_devices}) for p in model.processes.values()), default=0)
+    network = nets.most_common(1)[0][0] if nets else "?"
+    # What the log itself says the fabric should give: an RDMA NIC of the last decade runs at
+    # >= 100 Gb/s (12.5 GB/s), and a multi-node allreduce's busbw approaches the NICs' sum.
+    expected = round(nics * _NIC_FLOOR_GBS, 1) if nics and len(hosts) > 1 and network.startswith("IB") else None
     return [{"peak_busbw": round(peak, 2), "peak_size": best.size, "saturates_at": sat.size, "rows": len(rows),
-             "wrong_rows": len(wrong), "network": nets.most_common(1)[0][0] if nets else "?",
-             "nhosts": len(hosts), "evidence": [best] + wrong[:5]}]
+             "wrong_rows": len(wrong), "network": network, "nhosts": len(hosts), "nics": nics,
+             "expected_min_busbw": expected if expected is not None else "?",
+             "far_below": expected is not None and peak < 0.3 * expected,
+             "evidence": [best] + wrong[:5]}]
+
+
+#: GB/s one RDMA NIC gives at least (100 Gb/s); 200/400 Gb/s NICs give 2-4x this
+_NIC_FLOOR_GBS = 12.5
 
 
 def _nonzero(w: Any) -> bool:
@@ -364,3 +375,30 @@ def _guess_hosts(c: Any, missing: list[int]) -> str:
         if h not in names:
             names.append(h)
     return ", ".join(names[:8])
+
+
+@fact
+def stragglers(model: JobModel) -> list[Fact]:
+    """Ranks whose training steps are consistently slower than the others'.
+
+    Per rank (or per file when the rank is unknown) the median of its step times; a
+    straggler's median is above the job's median by more than 10% and by more than
+    three median absolute deviations of the per-rank medians.
+    """
+    per = {k: statistics.median(v) for k, v in model.step_times.items() if len(v) >= 5}
+    if len(per) < 4:
+        return []
+    meds = list(per.values())
+    job = statistics.median(meds)
+    mad = statistics.median(abs(x - job) for x in meds) or job * 0.01
+    hosts = rank_hosts(model)
+    out: list[Fact] = []
+    for key, med in sorted(per.items(), key=lambda kv: -kv[1]):
+        if med > job * 1.10 and med - job > 3 * mad:
+            rank = key if isinstance(key, int) else None
+            out.append({"rank": rank if rank is not None else "?", "who": f"rank {rank}" if rank is not None else str(key),
+                        "host": hosts.get(rank, "?") if rank is not None else "?", "median_ms": round(med, 1),
+                        "job_median_ms": round(job, 1), "slower_pct": round(100 * (med / job - 1)),
+                        "others": len(per) - 1, "steps": len(model.step_times[key]),
+                        "evidence": [model.step_evidence[key]]})
+    return out

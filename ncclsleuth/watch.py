@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as E
+from .model.facts import ranges
 from .grammar import ShapeCache
 from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _looks_binary, clean
 from .model import JobModel
@@ -95,16 +96,7 @@ def parse_duration(text: str) -> float:
 
 def rank_ranges(ranks: Iterable[int]) -> str:
     """``[40, 41, 42, 47]`` -> ``"40-42, 47"``."""
-    rs = sorted(set(ranks))
-    out: list[str] = []
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
+    return ranges(ranks, ", ")
 
 
 # --------------------------------------------------------------------------- followed files

@@ -7,6 +7,7 @@ to the finding (must be under 2 s).
 """
 from __future__ import annotations
 
+
 import importlib.util
 import json
 import os
@@ -22,20 +23,13 @@ from click.testing import CliRunner
 
 from ncclsleuth.cli import main
 from ncclsleuth.watch import Watcher, parse_duration, rank_ranges
+from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 LATENCY_S = 2.0
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("ncclsleuth_bench_generate", ROOT / "bench" / "generate.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-GEN = _generator()
+GEN = generator()
 
 
 def job_lines(tmp_path: Path, inject: str, ranks: int, per_host: int, seed: int = 5) -> tuple[dict[str, list[str]], dict]:

@@ -6,6 +6,7 @@ checks that exact rank, host and sequence number.
 """
 from __future__ import annotations
 
+
 import importlib.util
 import json
 import sys
@@ -16,19 +17,12 @@ from click.testing import CliRunner
 
 from ncclsleuth.cli import main
 from ncclsleuth.pipeline import analyze
+from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("ncclsleuth_bench_generate", ROOT / "bench" / "generate.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-GEN = _generator()
+GEN = generator()
 
 
 def make_job(tmp_path: Path, inject: str, ranks: int, version: str = "2.23", seed: int = 7) -> tuple[Path, dict]:

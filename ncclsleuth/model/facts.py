@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import events as E
@@ -183,16 +183,17 @@ def init_stuck(model: JobModel) -> list[Fact]:
     return out
 
 
-def _ranges(nums: list[int]) -> str:
-    nums = sorted(set(nums))
+def _ranges(nums: list[int] | Iterable[int], sep: str = ",") -> str:
+    """``[40, 41, 42, 47]`` -> ``"40-42,47"``: rank lists as people write them."""
+    rs = sorted(set(nums))
     out, i = [], 0
-    while i < len(nums):
+    while i < len(rs):
         j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
             j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
-    return ",".join(out)
+    return sep.join(out)
 
 
 ranges = _ranges

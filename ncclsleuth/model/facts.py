@@ -111,6 +111,9 @@ def _fallback_reasons(p: Process, ib_hosts: set[str | None]) -> tuple[list[str],
     if p.ibverbs_missing:
         reasons.append("libibverbs could not be loaded")
         ev.append(p.evidence["ibverbs_missing"])
+    if p.ib_none and p.env.get("NCCL_IB_HCA"):
+        reasons.append(f"NCCL_IB_HCA={p.env['NCCL_IB_HCA']} matches no InfiniBand/RoCE device")
+        ev.append(p.evidence["env:NCCL_IB_HCA"])
     if p.ib_none and (p.plugins or any("IB" in x for x in p.plugins)):
         reasons.append(f"an RDMA net plugin is installed ({', '.join(p.plugins)}) but NET/IB found no device")
         ev.append(p.evidence["net_ib_none"])

@@ -124,9 +124,12 @@ def _finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str,
     lead = [ev for ev in (items[0].get("evidence", ()) if items else ())]
     if lead:  # the primary item's own lines first (the culprit before the messengers)
         ordered = lead[:1] + [ev for ev in ordered if ev is not lead[0]]
-    hosts = sorted({ev.host for ev in ordered if ev.host} | {str(it["host"]) for it in items
-                                                               if it.get("host") not in (None, "?")})
-    ranks = sorted({ev.rank for ev in ordered if ev.rank is not None})
+    # who the finding is about: the matched records' own host/rank where they name one (a
+    # laggard fact names the culprit; its evidence also quotes the messengers), else the lines'
+    item_hosts = {str(it["host"]) for it in items if it.get("host") not in (None, "?")}
+    item_ranks = {it["rank"] for it in items if isinstance(it.get("rank"), int)}
+    hosts = sorted(item_hosts or {ev.host for ev in ordered if ev.host})
+    ranks = sorted(item_ranks or {ev.rank for ev in ordered if ev.rank is not None})
     primary = items[0] if items else {}
     extra = {"count": len(items), "hosts": ", ".join(hosts[:8]) or "?", "nhosts": len(hosts),
              "ranks": ", ".join(map(str, ranks[:16])) or "?"}

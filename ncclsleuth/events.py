@@ -11,8 +11,7 @@ per-file results shipped between processes never depend on these classes.
 from __future__ import annotations
 
 import dataclasses
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 #: Event kinds that represent a problem line: each must be explained or listed.
@@ -680,10 +679,4 @@ class WarnText(Event):
     message: str = ""
 
 
-def field_types(cls: type[Event]) -> dict[str, Any]:
-    """Resolved type hints of an event class (cached by the builder)."""
-    return typing.get_type_hints(cls)
-
-
 __all__ = [n for n in dir() if not n.startswith("_")]
-_ = field  # re-exported for subclasses that need defaults factories

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, _open_binary
+from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, guarded
 
 BLOCK = 1 << 20
 _SNIFF = 8192
@@ -42,21 +42,7 @@ class BlockReader:
         self.notices.append(Notice(self.inp.display, msg, severity))
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        try:
-            raw = _open_binary(self.inp)
-        except OSError as exc:
-            self._note(f"cannot read: {exc.strerror or exc}, skipped")
-            return
-        try:
-            yield from self._blocks(raw)
-        except (OSError, EOFError, ValueError) as exc:
-            self._note(f"read stopped after line {self.lines}: {exc} (file truncated or corrupt); "
-                       "the lines before were analysed")
-        except Exception as exc:  # noqa: BLE001 - lzma/zlib errors have no common base
-            self._note(f"read stopped after line {self.lines}: {type(exc).__name__}: {exc}")
-        finally:
-            if self.inp.path != "-":
-                raw.close()
+        yield from guarded(self, self._blocks)
 
     def _delegate(self) -> Iterator[tuple[int, str]]:
         """Odd encodings and line ends: the line reader repairs, we re-block its lines."""

@@ -183,6 +183,29 @@ class _RawAdapter(io.RawIOBase):
         return n
 
 
+def guarded(reader, body):  # type: ignore[no-untyped-def]
+    """Open ``reader.inp`` and run ``body(raw)``; damage becomes a notice, never an exception.
+
+    Shared by the line reader and the block reader (``reader`` has ``inp``, ``lines`` and
+    ``_note``): what was read before a truncated archive or an I/O error is kept.
+    """
+    try:
+        raw = _open_binary(reader.inp)
+    except OSError as exc:
+        reader._note(f"cannot read: {exc.strerror or exc}, skipped")
+        return
+    try:
+        yield from body(raw)
+    except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+        reader._note(f"read stopped after line {reader.lines}: {exc} (file truncated or corrupt); "
+                     "the lines before were analysed")
+    except Exception as exc:  # noqa: BLE001 - zlib/bz2 errors have no common base
+        reader._note(f"read stopped after line {reader.lines}: {type(exc).__name__}: {exc}")
+    finally:
+        if reader.inp.path != "-":
+            raw.close()
+
+
 class LineReader:
     """Iterates ``(line_number, text)`` over one input, repairing what it can.
 
@@ -201,19 +224,7 @@ class LineReader:
         self.notices.append(Notice(self.inp.display, msg, severity))
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        try:
-            raw = _open_binary(self.inp)
-        except OSError as exc:
-            self._note(f"cannot read: {exc.strerror or exc}, skipped")
-            return
-        try:
-            yield from self._read(raw)
-        except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
-            self._note(f"read stopped after line {self.lines}: {exc} (file truncated or corrupt); "
-                       "the lines before were analysed")
-        finally:
-            if self.inp.path != "-":
-                raw.close()
+        yield from guarded(self, self._read)
 
     def _read(self, raw: BinaryIO) -> Iterator[tuple[int, str]]:
         if not hasattr(raw, "peek"):  # pipes in tests, remote objects: buffer them to sniff the head

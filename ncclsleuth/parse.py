@@ -18,7 +18,7 @@ from . import catalog
 from . import events as E
 from .envelope import Record, peel
 from .ingest import clean
-from .grammar import LineTemplate, ShapeCache, fixed_fill, fixed_key, line_template, split_line
+from .grammar import ShapeCache, Template, fixed_fill, fixed_key, line_template, split_line
 from .grammar.build import build
 
 # Where a meaningful message may start inside a non-NCCL line (PyTorch, nccl-tests,
@@ -106,7 +106,6 @@ class ParseStats:
     records: int = 0
     nccl_records: int = 0
     nccl_unknown: int = 0  # nccl_other without a catalog match
-    nccl_text: int = 0
     failed: int = 0  # lines the parser could not handle (kept as problem lines where they look like one)
     first_failure: str | None = None
     by_kind: dict[str, int] = field(default_factory=dict)
@@ -128,8 +127,8 @@ class FileParser:
         self.fold_conns = fold_conns
         self._step_counts: dict[int | None, int] = {}
         self._steps_done = False
-        #: line shape -> LineTemplate (analyze only: parse keeps the full envelope path)
-        self._lines: dict[str, LineTemplate | None] | None = None if keep_text else self.cache.line_templates
+        #: line shape -> Template (analyze only: parse keeps the full envelope path)
+        self._lines: dict[str, Template | None] | None = None if keep_text else self.cache.line_templates
         self._fixed: dict[bytes, Any] = self.cache.fixed_templates
         self._tests = False
         self.stats = ParseStats()
@@ -292,7 +291,7 @@ class FileParser:
         tpl = self._lines.get(key, _MISS)  # type: ignore[union-attr]
         if tpl is _MISS:
             tpl = line_template(text, parts) if self.cache.enabled else None
-            if tpl is not None and (tpl.rule in _STATEFUL_RULES or tpl.rule.startswith("ws_")):
+            if tpl is not None and (tpl.kind in _STATEFUL_RULES or tpl.kind.startswith("ws_")):
                 tpl = None
             if len(self._lines) < 50_000:  # type: ignore[arg-type]
                 self._lines[key] = tpl  # type: ignore[index]
@@ -301,8 +300,8 @@ class FileParser:
         if ascii_line and len(self._fixed) < 100_000:
             fill = fixed_fill(tpl, parts)
             if fill is not None:
-                self._fixed[fkey] = (tpl.rule, fill)
-        return self._from_raw(lineno, text, tpl.rule, tpl.fill(parts))
+                self._fixed[fkey] = (tpl.kind, fill)
+        return self._from_raw(lineno, text, tpl.kind, tpl.fill(parts))
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> Any:
         host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")

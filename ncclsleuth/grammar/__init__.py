@@ -90,30 +90,17 @@ def _collect(t: Tree, fields: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- shape cache
 
 
-class _Template:
-    """Where each field's text lies, as (seg_start, off_start, seg_end, off_end)."""
+class Template:
+    """Where each field's text lies, as (seg_start, off_start, seg_end, off_end) over the
+    value-run split of the text; ``fill`` is generated code (one expression per field),
+    made once per shape.  Used for message shapes (ShapeCache) and whole NCCL lines."""
 
-    __slots__ = ("kind", "spans")
+    __slots__ = ("kind", "spans", "fill")
 
     def __init__(self, kind: str, spans: dict[str, Any]) -> None:
         self.kind = kind
         self.spans = spans
-
-    def fill(self, parts: list[str]) -> RawFields:
-        out: RawFields = {}
-        for name, sp in self.spans.items():
-            if isinstance(sp, list):
-                out[name] = [_cut(parts, s) for s in sp]
-            else:
-                out[name] = _cut(parts, sp)
-        return out
-
-
-def _cut(parts: list[str], sp: tuple[int, int, int, int | None]) -> str:
-    i, oi, j, oj = sp
-    if i == j:
-        return parts[i][oi:oj]
-    return parts[i][oi:] + "".join(parts[i + 1:j]) + parts[j][:oj]
+        self.fill = _compile_fill(spans)
 
 
 class _Uncacheable(Exception):
@@ -134,18 +121,20 @@ def _span(starts: list[int], parts: list[str], s: int, e: int) -> tuple[int, int
     return i, oi, j, oj
 
 
-def _template(kind: str, fields: dict[str, Any], parts: list[str]) -> _Template:
+def _template(kind: str, fields: dict[str, Any], parts: list[str], offset: int = 0,
+              extra: dict[str, tuple[int, int]] | None = None) -> Template:
+    """Spans of the grammar's tokens (shifted by ``offset``) and of ``extra`` (start, end) pairs."""
     starts, pos = [], 0
     for p in parts:
         starts.append(pos)
         pos += len(p)
-    spans: dict[str, Any] = {}
+    spans: dict[str, Any] = {name: _span(starts, parts, a, b) for name, (a, b) in (extra or {}).items()}
     for name, v in fields.items():
         if isinstance(v, list):
-            spans[name] = [_span(starts, parts, t.start_pos, t.end_pos) for t in v]
+            spans[name] = [_span(starts, parts, t.start_pos + offset, t.end_pos + offset) for t in v]
         else:
-            spans[name] = _span(starts, parts, v.start_pos, v.end_pos)
-    return _Template(kind, spans)
+            spans[name] = _span(starts, parts, v.start_pos + offset, v.end_pos + offset)
+    return Template(kind, spans)
 
 
 _MISS = object()
@@ -162,7 +151,7 @@ class ShapeCache:
         self.enabled = enabled
         self.max_shapes = max_shapes
         self._shapes: dict[str, Any] = {}
-        #: whole-line shape -> LineTemplate | None, shared by the files parsed with this cache
+        #: whole-line shape -> Template | None, shared by the files parsed with this cache
         self.line_templates: dict[str, Any] = {}
         #: position-exact line shape (bytes) -> (rule, generated slice fill)
         self.fixed_templates: dict[bytes, Any] = {}
@@ -221,22 +210,6 @@ def _parse_plain(text: str) -> tuple[str, RawFields] | None:
 SIMPLE_NCCL_LINE = re.compile(r"([^\s:\[\]<>]+):(\d+):(\d+) \[(\d+)\] NCCL INFO (\S.*)")
 
 
-class LineTemplate:
-    """Where the host, pid, tid, device and every message field sit in a whole NCCL line.
-
-    Built from the grammar's parse of the first line of a line shape; later lines of the
-    same shape are rebuilt from their value runs without the envelope or the grammar.
-    ``fill`` is generated code (one expression per field), made once per line shape.
-    """
-
-    __slots__ = ("rule", "spans", "fill")
-
-    def __init__(self, rule: str, spans: dict[str, Any]) -> None:
-        self.rule = rule
-        self.spans = spans
-        self.fill = _compile_fill(spans)
-
-
 def _cut_expr(sp: tuple[int, int, int, int | None]) -> str:
     i, oi, j, oj = sp
     if i == j:
@@ -256,11 +229,11 @@ def _compile_fill(spans: dict[str, Any]) -> Any:
         items.append(f"{name!r}: {expr}")
     src = "def fill(p):\n    return {" + ", ".join(items) + "}\n"
     ns: dict[str, Any] = {}
-    exec(compile(src, "<line-template>", "exec"), ns)  # noqa: S102 - generated from span integers only
+    exec(compile(src, "<template>", "exec"), ns)  # noqa: S102 - generated from span integers only
     return ns["fill"]
 
 
-def line_template(text: str, parts: list[str]) -> LineTemplate | None:
+def line_template(text: str, parts: list[str]) -> Template | None:
     """A template for a plain ``host:pid:tid [dev] NCCL INFO message`` line, if it has one."""
     m = SIMPLE_NCCL_LINE.fullmatch(text)
     if m is None:
@@ -271,22 +244,11 @@ def line_template(text: str, parts: list[str]) -> LineTemplate | None:
     except LarkError:
         return None
     rule, fields = raw_of(tree)
-    starts, pos = [], 0
-    for p in parts:
-        starts.append(pos)
-        pos += len(p)
+    extra = {name: (m.start(i), m.end(i)) for i, name in enumerate(("_host", "_pid", "_tid", "_dev"), 1)}
     try:
-        spans: dict[str, Any] = {}
-        for i, name in enumerate(("_host", "_pid", "_tid", "_dev"), 1):
-            spans[name] = _span(starts, parts, m.start(i), m.end(i))
-        for name, v in fields.items():
-            if isinstance(v, list):
-                spans[name] = [_span(starts, parts, t.start_pos + offset, t.end_pos + offset) for t in v]
-            else:
-                spans[name] = _span(starts, parts, v.start_pos + offset, v.end_pos + offset)
+        return _template(rule, fields, parts, offset, extra)
     except _Uncacheable:
         return None
-    return LineTemplate(rule, spans)
 
 
 def split_line(text: str) -> tuple[list[str], str]:
@@ -305,7 +267,7 @@ def fixed_key(text: str) -> bytes:
     return text.encode().translate(_HASH_DIGITS)
 
 
-def fixed_fill(tpl: LineTemplate, parts: list[str]) -> Any:
+def fixed_fill(tpl: Template, parts: list[str]) -> Any:
     """A fill function with absolute slices for lines whose digit runs have these lengths.
 
     None when the shape holds hex runs (pointers differ on every line: no reuse to gain).

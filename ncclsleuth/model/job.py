@@ -151,20 +151,8 @@ class JobModel:
             p = self.processes[key] = Process(host, pid, source, first_line=line)
         p.last_line, p.last_kind = line, "channel_conn"
         label, net, gdr = _via(via)
-        if net is not None:
-            p.net_conns += 1
-            p.gdr_conns += int(gdr)
-        ckey = self._proc_comm.get(key)
-        c = self.comms.get(ckey) if ckey else None
-        if c is None:
-            c = self.comm("unknown")
-        c.transports[label] += 1
-        s, d = int(src.partition("[")[0]), int(dst.partition("[")[0])
-        hop = c.hops.get((s, d))
-        if hop is None:
-            c.hops[(s, d)] = [label, net, gdr, 1]
-        else:
-            hop[3] += 1
+        _count_hop(self, p, self._proc_comm.get(key), label, net, gdr,
+                   int(src.partition("[")[0]), int(dst.partition("[")[0]))
 
     def _process(self, ev: E.Event) -> Process:
         key = _pkey(ev)
@@ -378,16 +366,21 @@ def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
 
 def _h_conn(m: JobModel, ev: E.ChannelConn, p: Process | None) -> None:
     label = ev.transport if ev.transport != "NET" else f"NET/{ev.net}"
-    if p is not None and ev.transport == "NET":
+    _count_hop(m, p, m._proc_comm.get(_pkey(ev)), label, ev.net if ev.transport == "NET" else None,
+               ev.gdr, ev.src, ev.dst)
+
+
+def _count_hop(m: JobModel, p: Process | None, comm_key: str | None, label: str, net: str | None, gdr: bool,
+               src: int, dst: int) -> None:
+    """One connection line: the process's NET/GDR counts and its communicator's hop aggregate."""
+    if p is not None and net is not None:
         p.net_conns += 1
-        p.gdr_conns += int(ev.gdr)
-    c = m.current_comm(ev)
-    if c is None:
-        c = m.comm("unknown")
+        p.gdr_conns += int(gdr)
+    c = (m.comms.get(comm_key) if comm_key else None) or m.comm("unknown")
     c.transports[label] += 1
-    hop = c.hops.get((ev.src, ev.dst))
+    hop = c.hops.get((src, dst))
     if hop is None:
-        c.hops[(ev.src, ev.dst)] = [label, ev.net, ev.gdr, 1]
+        c.hops[(src, dst)] = [label, net, gdr, 1]
     else:
         hop[3] += 1
 

@@ -241,35 +241,6 @@ def _minority(name: str, vals: dict[str, set[str]], evs: dict[str, E.Event],
 
 
 @fact
-def ring_problems(model: JobModel) -> list[Fact]:
-    """Rings that do not visit every rank exactly once (from rank 0's ring dump)."""
-    out: list[Fact] = []
-    for c in model.comms.values():
-        if not c.nranks or c.ring_truncated:
-            continue
-        for ch, order in c.rings.items():
-            if len(order) != c.nranks or len(set(order)) != len(order):
-                missing = sorted(set(range(c.nranks)) - set(order))
-                out.append({"comm": c.key, "channel": ch, "len": len(order), "nranks": c.nranks,
-                            "missing": ranges(missing) or "none", "evidence": []})
-    return out
-
-
-@fact
-def transport_hops(model: JobModel) -> list[Fact]:
-    """Per communicator and transport: hop counts; flags P2P-less intra-node and socket hops."""
-    out: list[Fact] = []
-    for c in model.comms.values():
-        if not c.transports:
-            continue
-        total = sum(c.transports.values())
-        out.append({"comm": c.key, "total": total, **{k.replace("/", "_"): v for k, v in c.transports.items()},
-                    "shm_only": c.transports.get("SHM", 0) > 0 and c.transports.get("P2P", 0) == 0,
-                    "socket": c.transports.get("NET/Socket", 0), "evidence": []})
-    return out
-
-
-@fact
 def nccltests_result(model: JobModel) -> list[Fact]:
     """Peak bus bandwidth of an nccl-tests run, where it saturates, and #wrong errors."""
     rows: list[E.NcclTestsRow] = model.nccltests_rows

@@ -15,6 +15,7 @@ import math
 from html import escape
 from typing import Any
 
+from . import host_runs
 from .markdown import summary_line, verdict_sentence, where
 
 TRANSPORT_COLORS = [  # (prefix, colour, legend label)
@@ -180,13 +181,7 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
              f'viewBox="0 0 {size + 220} {size}" role="img" aria-label="ring topology of communicator '
              f'{_e(comm.get("key"))}">']
     # host bands
-    groups: list[tuple[str, list[int]]] = []
-    for r in order:
-        h = rank_host.get(r, "?")
-        if groups and groups[-1][0] == h:
-            groups[-1][1].append(r)
-        else:
-            groups.append((h, [r]))
+    groups = host_runs(order, rank_host)
     band = radius + node_r + (22 if node_r < 9 else 10)
     for gi, (h, rs) in enumerate(groups):
         if h == "?" and len(groups) == 1:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import host_runs
+
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
 
@@ -203,13 +205,7 @@ def mermaid_ring(comm: dict[str, Any], highlight_hosts: set[str], highlight_rank
         for a, b in zip(order, order[1:] + order[:1]):
             out.append(f"  r{a} -->|{_mid(hops.get((a, b), '?'))}| r{b}")
     else:  # group consecutive ranks of one host
-        groups: list[tuple[str, list[int]]] = []
-        for r in order:
-            h = rank_host.get(r, "?")
-            if groups and groups[-1][0] == h:
-                groups[-1][1].append(r)
-            else:
-                groups.append((h, [r]))
+        groups = host_runs(order, rank_host)
         for i, (h, rs) in enumerate(groups):
             inner = {hops.get((a, b)) for a, b in zip(rs, rs[1:])} - {None}
             span = f"{rs[0]}–{rs[-1]}" if len(rs) > 1 else str(rs[0])

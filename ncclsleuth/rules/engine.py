@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -197,7 +196,3 @@ def _unexplained(rest: list[Event], model: JobModel) -> list[Evidence]:
         picked += [e for e in rest if id(e) not in chosen][: MAX_UNEXPLAINED - len(picked)]
     picked.sort(key=model.order_key)
     return [Evidence(ev.source, ev.line, ev.text) for ev in picked]
-
-
-def severities(report: Report) -> Counter[str]:
-    return Counter(f.severity for f in report.findings)

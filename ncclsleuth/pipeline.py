@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as E
+from .gcpause import paused
 from .grammar import ShapeCache
 from .ingest import InputFile, LineReader, Notice, discover
 from .parse import FileParser
@@ -148,6 +149,11 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
     input order, whose ``notices`` attribute (discovery notices, complete once iterated)
     goes first in the notices, as :func:`discover`'s do here.
     """
+    with paused():
+        return _build_model(paths, cache, jobs, progress, engine)
+
+
+def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engine):  # type: ignore[no-untyped-def]
     from .model import JobModel
     from .model.job import merge
 
@@ -173,8 +179,6 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
         notices = list(found.notices)
         pool = None
         results = (parse_one(f, cache) for f in found.files)
-    gc_was_on = gc.isenabled()
-    gc.disable()  # millions of acyclic event objects: collection passes cost ~1/3 of the merge
     try:
         for part, file_notices, read in results:
             merge(model, part)
@@ -183,8 +187,6 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
             if progress is not None:
                 progress(part)
     finally:
-        if gc_was_on:
-            gc.enable()
         if pool is not None:
             pool.shutdown()
         close = getattr(source, "close", None)

@@ -119,17 +119,34 @@ def ibdev(tok: str) -> list[E.IbDev]:
 
 
 def tree_edges(tokens: list[str]) -> tuple[E.TreeEdge, ...]:
+    """Edges of a ``Trees [0] a/b/c->me->up [1] ...`` line (tokens: index, spec, index, spec...).
+
+    A rank prints the same one or two specs on all its 32 channels, so each spec is
+    split once (memo) and each edge is one constructor call.
+    """
+    edge, spec_of = E.TreeEdge, _TREE_SPECS.get
     out = []
     for idx, spec in zip(tokens[0::2], tokens[1::2]):
-        ch = int(idx.strip("[]"))
-        first = spec.split("|")[0]
-        a, me, b = first.split("->")
-        if "/" in b and "/" not in a:  # 2.4: up->me->d0/d1/d2
-            up, downs = a, b
-        else:  # 2.5+: d0/d1/d2->me->up
-            downs, up = a, b
-        out.append(E.TreeEdge(ch, tuple(int(x) for x in downs.split("/")), int(me), int(up)))
+        parsed = spec_of(spec) or _tree_spec(spec)
+        out.append(edge(int(idx.strip("[]")), *parsed))
     return tuple(out)
+
+
+_TREE_SPECS: dict[str, tuple[tuple[int, ...], int, int]] = {}
+
+
+def _tree_spec(spec: str) -> tuple[tuple[int, ...], int, int]:
+    """``d0/d1/d2->me->up`` (2.5+) or ``up->me->d0/d1/d2`` (2.4); for NCCL 2.5-2.7
+    ``a|b`` pairs, the first tree.  Returns (downs, me, up)."""
+    a, me, b = spec.split("|")[0].split("->")
+    if "/" in b and "/" not in a:  # 2.4: up->me->d0/d1/d2
+        up, downs = a, b
+    else:  # 2.5+: d0/d1/d2->me->up
+        downs, up = a, b
+    parsed = (tuple(int(x) for x in downs.split("/")), int(me), int(up))
+    if len(_TREE_SPECS) < 100_000:
+        _TREE_SPECS[spec] = parsed
+    return parsed
 
 
 def via_fields(via: str) -> Fields:

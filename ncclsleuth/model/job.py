@@ -111,6 +111,7 @@ class JobModel:
         #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them
         self.step_times: dict[int | str, list[float]] = {}
         self.step_evidence: dict[int | str, E.Event] = {}
+        self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -186,9 +187,14 @@ class JobModel:
         return out
 
     def error_events(self) -> list[E.Event]:
-        out = [ev for evs in self.events.values() for ev in evs if ev.error]
-        out.sort(key=self.order_key)
-        return out
+        """Kept events that are errors, in input order (memoised: facts and the report ask
+        for them several times, and a 16,384-rank job keeps ~10^6 events)."""
+        key = tuple((k, len(v)) for k, v in self.events.items())
+        if self._errors is None or self._errors[0] != key:
+            out = [ev for evs in self.events.values() for ev in evs if ev.error]
+            out.sort(key=self.order_key)
+            self._errors = (key, out)
+        return list(self._errors[1])
 
     def order_key(self, ev: E.Event) -> tuple[int, int]:
         return (self._source_index.get(ev.source, len(self.sources)), ev.line)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import events as E
 from .facts import Fact, fact, ranges
-from .job import JobModel
+from .job import JobModel, Process
 
 # ---------------------------------------------------------------------- collectives
 
@@ -195,14 +195,24 @@ def config_minority(model: JobModel) -> list[Fact]:
     procs = [p for p in model.processes.values() if p.host]
     if len({p.host for p in procs}) < 2:
         return out
-    for name in _CONSISTENT_ENV:
+    # processes grouped by their values of the watched settings: a handful of groups
+    # however many ranks, so the per-setting pass below does not touch every process
+    groups: dict[tuple[str | None, ...], tuple[set[str], Process]] = {}
+    for p in procs:
+        sig = tuple(map(p.env.get, _CONSISTENT_ENV))
+        g = groups.get(sig)
+        if g is None:
+            groups[sig] = ({p.host or "?"}, p)
+        else:
+            g[0].add(p.host or "?")
+    for i, name in enumerate(_CONSISTENT_ENV):
         vals: dict[str, set[str]] = defaultdict(set)
         evs: dict[str, E.Event] = {}
-        for p in procs:
-            v = p.env.get(name, "(unset)")
-            vals[v].add(p.host or "?")
-            if "env:" + name in p.evidence:
-                evs.setdefault(v, p.evidence["env:" + name])
+        for sig, (hosts, first) in groups.items():
+            v = sig[i] if sig[i] is not None else "(unset)"
+            vals[v] |= hosts
+            if "env:" + name in first.evidence:  # a set value always has its env line
+                evs.setdefault(v, first.evidence["env:" + name])
         out.extend(_minority(name, vals, evs))
     ibn: dict[str, set[str]] = defaultdict(set)
     ibev: dict[str, E.Event] = {}

@@ -171,6 +171,13 @@ def _short(v: Any) -> str:
 
 def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None = None) -> Report:
     """Run the rules and put findings, unexplained problem lines and the summary together."""
+    from ..gcpause import paused
+
+    with paused():
+        return _build_report(model, rules, notices)
+
+
+def _build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None) -> Report:
     from ..model.summary import summarize
 
     findings = run_rules(model, rules)

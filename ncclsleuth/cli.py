@@ -7,6 +7,7 @@ traceback unless ``--debug`` asks for one.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -97,6 +98,35 @@ def _table(events: Any) -> None:
         fields = ", ".join(f"{k}={v}" for k, v in d.items() if k not in skip)
         t.add_row(f"{ev.source}:{ev.line}", ev.kind, ev.level or "", ev.host or "", fields[:160])
     Console().print(t)
+
+
+def entry() -> None:
+    """The console script: the CLI, then an exit that skips freeing objects one by one.
+
+    After ``analyze`` of a 16,384-rank job the interpreter's shutdown (a last gc pass and
+    ~10^7 deallocations) took ~1 s after the report was out.  Only where nothing is left
+    to clean up (no child processes, no Dask client) is the exit immediate.
+    """
+    code: Any = 0
+    try:
+        main(standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+    if not isinstance(code, int):  # None or a message, as sys.exit would treat them
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    if "distributed" in sys.modules or "fsspec" in sys.modules:
+        sys.exit(code)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.active_children():
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # closed or broken pipe: nothing more can be said
+        pass
+    os._exit(code)
 
 
 def register_commands() -> None:

@@ -8,6 +8,7 @@ import click
 
 from .cli import UserError, _guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
+from .gcpause import paused
 from .renderers import RENDERERS, render
 
 
@@ -48,6 +49,7 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to this file instead of stdout.")
 @_guard
+@paused()  # the report and its rendering too: a gc pass over a 16k-rank model costs ~1 s
 def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str,
             no_cache: bool, jobs: int | None, scheduler: str | None, quiet: bool, redact: bool,
             max_chars: int | None, no_color: bool, output: str | None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,21 +164,14 @@ def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engi
     results: Iterator[tuple[Any, list[Notice], bool]]
     source = None
     if engine is not None:
-        pool = None
         notices: list[Notice] = []
         source = engine(paths, cache)
         results = iter(source)
     elif _worth_parallel((found := discover(paths)).files, jobs):
         notices = list(found.notices)
-        import concurrent.futures as cf
-
-        pool = cf.ProcessPoolExecutor(max_workers=jobs)
-        size = max(1, min(256, len(found.files) // (jobs * 8)))
-        runs = [found.files[i:i + size] for i in range(0, len(found.files), size)]
-        results = pool.map(_parse_task, [(run, cache) for run in runs])
+        results = source = _parallel_results(found.files, jobs, cache)  # closed below: stops the pool
     else:
         notices = list(found.notices)
-        pool = None
         results = (parse_one(f, cache) for f in found.files)
     try:
         for part, file_notices, read in results:
@@ -187,14 +181,92 @@ def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engi
             if progress is not None:
                 progress(part)
     finally:
-        if pool is not None:
-            pool.shutdown()
         close = getattr(source, "close", None)
         if close is not None:
             close()
-    if source is not None:
+    if engine is not None:
         notices[:0] = getattr(source, "notices", [])
     return model, notices, files_read
+
+
+# Work sharing between this process and the workers: one shared counter hands out the
+# next run of files to whichever process asks first, so no process sits idle while
+# another still has queued runs (the executor pre-queues tasks; only when a task starts
+# does it claim a run).  Set in each worker by the pool's initializer.
+_SHARED: tuple[Any, list[list[InputFile]], bool] | None = None
+
+
+def _init_worker(counter, runs: list[list[InputFile]], cache: bool) -> None:  # type: ignore[no-untyped-def]
+    global _SHARED
+    _SHARED = (counter, runs, cache)
+
+
+def _claim(counter, n: int) -> int | None:  # type: ignore[no-untyped-def]
+    with counter.get_lock():
+        i = counter.value
+        if i >= n:
+            return None
+        counter.value = i + 1
+    return i
+
+
+def _claimed_task(_slot: int):  # type: ignore[no-untyped-def]
+    """Worker task: parse the next unclaimed run, if any is left."""
+    assert _SHARED is not None
+    counter, runs, cache = _SHARED
+    i = _claim(counter, len(runs))
+    return None if i is None else (i, _parse_task((runs[i], cache)))
+
+
+def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
+    size = max(1, min(256, len(files) // (jobs * 8)))
+    return [files[i:i + size] for i in range(0, len(files), size)]
+
+
+def _parallel_results(files: list[InputFile], jobs: int, cache: bool):  # type: ignore[no-untyped-def]
+    """Per-run results in input order from ``jobs - 1`` worker processes and this one.
+
+    This process claims runs like a worker whenever the next result in order is not
+    ready, so ``--jobs 2`` keeps two cores busy with two processes, and this process's
+    share is never pickled.  Results arriving early wait in ``ready`` (a few runs).
+    """
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import queue
+
+    runs = _runs(files, jobs)
+    counter = mp.Value("i", 0)
+    # The pool's manager thread receives worker results in 64 KB pipe reads, each
+    # needing the GIL from this thread's parsing: with the default 5 ms switch interval
+    # a worker waited seconds to hand over a result.  Hand the GIL over sooner.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
+    done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    with cf.ProcessPoolExecutor(max_workers=jobs - 1, initializer=_init_worker,
+                                initargs=(counter, runs, cache)) as pool:
+        try:
+            for slot in range(len(runs)):
+                pool.submit(_claimed_task, slot).add_done_callback(done.put)
+            ready: dict[int, Any] = {}
+            for k in range(len(runs)):
+                while k not in ready:
+                    while not done.empty():
+                        got = done.get().result()  # re-raises a worker's exception
+                        if got is not None:
+                            ready[got[0]] = got[1]
+                    if k in ready:
+                        break
+                    i = _claim(counter, len(runs))
+                    if i is not None:
+                        ready[i] = _parse_task((runs[i], cache))
+                    else:
+                        got = done.get().result()  # all claimed: wait for a worker
+                        if got is not None:
+                            ready[got[0]] = got[1]
+                yield ready.pop(k)
+        finally:
+            sys.setswitchinterval(interval)
+            pool.shutdown(cancel_futures=True)
 
 
 def analyze(paths: list[str], rules=None, cache: bool = True, jobs: int | None = 1,  # type: ignore[no-untyped-def]
@@ -204,6 +276,7 @@ def analyze(paths: list[str], rules=None, cache: bool = True, jobs: int | None =
 
     if rules is None:
         rules, _ = load_rules()
-    model, notices, files_read = build_model(paths, cache, jobs, progress, engine)
-    report = build_report(model, rules, [n.to_dict() for n in notices])
+    with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
+        model, notices, files_read = build_model(paths, cache, jobs, progress, engine)
+        report = build_report(model, rules, [n.to_dict() for n in notices])
     return report, files_read

@@ -349,12 +349,14 @@ def mode_cold(a: argparse.Namespace, exe: list[str]) -> dict:
     has, _ = analyze_support(exe)
     if has:
         one("ncclsleuth analyze paste-200.log --format json", exe + ["analyze", paste, "--format", "json"])
-    # the very first run on a machine: the Lark grammar cache is empty
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, XDG_CACHE_HOME=cache)
-        m = measure(exe + ["parse", paste, "--format", "jsonl"], env=env)
-        rows.append({"name": "ncclsleuth parse paste-200.log (empty grammar cache, 1 run)", "median": m["wall"],
-                     "min": m["wall"], "max": m["wall"], "rc": m["rc"], "rss_mib": m["rss_kb"] / 1024})
+    # the very first run on a machine: empty caches (Lark's grammar, templates, parsed rules)
+    for name, args in (("parse", ["parse", paste, "--format", "jsonl"]),
+                       ("analyze", ["analyze", paste, "--format", "json"])):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, XDG_CACHE_HOME=cache)
+            m = measure(exe + args, env=env)
+            rows.append({"name": f"ncclsleuth {name} paste-200.log (empty caches, first run)", "median": m["wall"],
+                         "min": m["wall"], "max": m["wall"], "rc": m["rc"], "rss_mib": m["rss_kb"] / 1024})
     os.unlink(paste)
     base = rows[0]["median"]
     print(f"\nCold start, 200-line paste, median of {n} runs (min..max):\n")

@@ -18,7 +18,7 @@ from . import catalog
 from . import events as E
 from .envelope import Record, peel
 from .ingest import clean
-from .grammar import ShapeCache, Template, fixed_fill, fixed_key, line_template, split_line
+from .grammar import ShapeCache, Template, fixed_fill, fixed_key, split_line
 from .grammar.build import build
 
 # Where a meaningful message may start inside a non-NCCL line (PyTorch, nccl-tests,
@@ -315,7 +315,7 @@ class FileParser:
         parts, key = split_line(text)
         tpl = self._lines.get(key, _MISS)  # type: ignore[union-attr]
         if tpl is _MISS:
-            tpl = line_template(text, parts) if self.cache.enabled else None
+            tpl = self.cache.line_template(text, parts, key) if self.cache.enabled else None
             if tpl is not None and (tpl.kind in _STATEFUL_RULES or tpl.kind.startswith("ws_")):
                 tpl = None
             if len(self._lines) < 50_000:  # type: ignore[arg-type]

@@ -45,6 +45,7 @@ class EventRun:
             self.notices.extend(reader.notices)
             if reader.lines or not reader.notices:
                 self.files_read += 1
+        shapes.save()
 
 
 def iter_events(paths: list[str], cache: bool = True) -> EventRun:
@@ -186,6 +187,8 @@ def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engi
             close()
     if engine is not None:
         notices[:0] = getattr(source, "notices", [])
+    else:
+        _worker_cache(cache).save()
     return model, notices, files_read
 
 
@@ -215,7 +218,11 @@ def _claimed_task(_slot: int):  # type: ignore[no-untyped-def]
     assert _SHARED is not None
     counter, runs, cache = _SHARED
     i = _claim(counter, len(runs))
-    return None if i is None else (i, _parse_task((runs[i], cache)))
+    if i is None:
+        return None
+    out = _parse_task((runs[i], cache))
+    _worker_cache(cache).save()  # templates learned here go to disk too (no-op when none)
+    return i, out
 
 
 def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:

@@ -10,18 +10,25 @@ rebuilds the same fields from the new line's segments without calling Lark.
 
 A token boundary that falls inside a digit run cannot be replayed; such a shape is
 marked uncacheable and always parsed.
+
+Templates are a pure function of the grammar, so they are also kept on disk (JSON, in
+the per-user cache folder, keyed by a digest of the grammar and of this module): a
+later run on the same kinds of lines neither imports Lark nor parses with it, which
+is most of a chat-ops bot's start-up.  ``--no-cache`` bypasses both caches.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import tempfile
 from bisect import bisect_right
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lark import Lark, Token, Tree
-from lark.exceptions import LarkError
+if TYPE_CHECKING:
+    from lark import Lark, Tree
 
 _HERE = Path(__file__).parent
 # Value runs masked in a shape: explicit hex (pointers, commIds) and digit runs.
@@ -30,13 +37,22 @@ _DIGITS = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
 RawFields = dict[str, Any]  # name -> str | list[str]
 
 
-def _cache_path() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(tempfile.gettempdir(), "ncclsleuth-cache")
+def cache_dir() -> str | None:
+    """This user's cache folder (``$XDG_CACHE_HOME/ncclsleuth``, ``~/.cache/ncclsleuth``), or None.
+
+    Lark's grammar cache is a pickle: a folder that another user owns or can write to
+    could make this process run their code, so such a folder is not used.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "ncclsleuth")
     try:
-        os.makedirs(base, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
     except OSError:
-        base = tempfile.gettempdir()
-    return os.path.join(base, "ncclsleuth-grammar-%s.lark.cache" % os.getuid() if hasattr(os, "getuid") else "g")
+        return None
+    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+        return None
+    return path
 
 
 _parser: Lark | None = None
@@ -46,12 +62,22 @@ def parser() -> Lark:
     """The compiled LALR parser (compiled once, cached on disk by Lark)."""
     global _parser
     if _parser is None:
+        from lark import Lark
+
+        folder = cache_dir()
+        opts: dict[str, Any] = {"parser": "lalr", "lexer": "contextual"}
         try:
-            _parser = Lark.open(str(_HERE / "messages.lark"), parser="lalr", lexer="contextual",
-                                cache=_cache_path())
-        except OSError:  # read-only cache location: compile in memory
-            _parser = Lark.open(str(_HERE / "messages.lark"), parser="lalr", lexer="contextual")
+            _parser = Lark.open(str(_HERE / "messages.lark"), cache=os.path.join(folder, "grammar.lark.cache"),
+                                **opts) if folder else Lark.open(str(_HERE / "messages.lark"), **opts)
+        except OSError:  # cache file not writable: compile in memory
+            _parser = Lark.open(str(_HERE / "messages.lark"), **opts)
     return _parser
+
+
+def _lark_error() -> type[Exception]:
+    from lark.exceptions import LarkError
+
+    return LarkError
 
 
 # --------------------------------------------------------------------------- tree -> raw
@@ -59,6 +85,8 @@ def parser() -> Lark:
 
 def raw_of(tree: Tree) -> tuple[str, dict[str, Any]]:
     """Flatten a parse tree into ``(kind, {field: Token | [Token, ...]})``."""
+    from lark import Tree
+
     msg = tree.children[0] if tree.data == "start" else tree
     assert isinstance(msg, Tree)
     fields: dict[str, Any] = {}
@@ -74,6 +102,8 @@ _WRAPPERS = frozenset({"sock_err"})
 
 
 def _collect(t: Tree, fields: dict[str, Any]) -> None:
+    from lark import Token
+
     for c in t.children:
         if isinstance(c, Token):
             fields.setdefault("_" + c.type.lower(), c)
@@ -147,7 +177,8 @@ class ShapeCache:
     strings), or ``None`` when the grammar does not accept the text.
     """
 
-    def __init__(self, enabled: bool = True, max_shapes: int = 200_000) -> None:
+    def __init__(self, enabled: bool = True, max_shapes: int = 200_000, store: bool = True) -> None:
+        """``store``: also use (and add to) the templates kept on disk (see the module doc)."""
         self.enabled = enabled
         self.max_shapes = max_shapes
         self._shapes: dict[str, Any] = {}
@@ -156,6 +187,7 @@ class ShapeCache:
         #: position-exact line shape (bytes) -> (rule, generated slice fill)
         self.fixed_templates: dict[bytes, Any] = {}
         self.hits = self.misses = self.parses = 0
+        self._store: TemplateStore | None = TemplateStore() if store and enabled else None
 
     def parse(self, text: str) -> tuple[str, RawFields] | None:
         if not self.enabled:
@@ -163,6 +195,10 @@ class ShapeCache:
         parts = _DIGITS.split(text)
         key = "\x00".join(parts[0::2]) if len(parts) > 1 else text
         tpl = self._shapes.get(key, _MISS)
+        if tpl is _MISS and self._store is not None:
+            tpl = self._store.get("shapes", key)
+            if tpl is not _MISS:
+                self._remember(key, tpl, learned=False)
         if tpl is not _MISS:
             self.hits += 1
             if tpl is None:
@@ -174,7 +210,7 @@ class ShapeCache:
         self.parses += 1
         try:
             tree = parser().parse(text)
-        except LarkError:
+        except _lark_error():
             self._remember(key, None)
             return None
         kind, fields = raw_of(tree)
@@ -186,9 +222,126 @@ class ShapeCache:
             self._remember(key, tpl)
         return kind, _stringify(fields)
 
-    def _remember(self, key: str, value: Any) -> None:
+    def line_template(self, text: str, parts: list[str], key: str) -> Template | None:
+        """The whole-line template of a plain NCCL INFO line shape (from disk, or made now)."""
+        if self._store is not None:
+            tpl = self._store.get("lines", key)
+            if tpl is not _MISS:
+                return tpl  # type: ignore[no-any-return]
+        tpl = line_template(text, parts)
+        if self._store is not None:
+            self._store.learn("lines", key, tpl)
+        return tpl
+
+    def save(self) -> None:
+        """Add what this cache learned to the templates on disk (no-op if nothing new)."""
+        if self._store is not None:
+            self._store.save()
+
+    def _remember(self, key: str, value: Any, learned: bool = True) -> None:
         if len(self._shapes) < self.max_shapes:
             self._shapes[key] = value
+            if learned and self._store is not None:
+                self._store.learn("shapes", key, value)
+
+
+class TemplateStore:
+    """Templates on disk: ``{"shapes": {key: null | false | [kind, spans]}, "lines": {...}}``.
+
+    JSON, not pickle (the file sits in a cache folder); loaded on the first miss, saved
+    by :meth:`save` with a write-then-rename, merged with what another process saved
+    meanwhile.  A file that cannot be read or parsed is ignored.
+    """
+
+    MAX_ENTRIES = 20_000
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Any]] | None = None
+        self._new: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
+
+    def get(self, table: str, key: str) -> Any:
+        """Template | None | False (as the in-memory caches hold them), or _MISS."""
+        if self._data is None:
+            self._data = _read_store()
+        raw = self._data[table].get(key, _MISS)
+        if raw is _MISS or raw is None or raw is False:
+            return raw
+        try:
+            kind, spans = raw
+            return Template(kind, {str(n): _stored_span(v) for n, v in spans.items()})
+        except (TypeError, ValueError):  # not what save() writes: ignore the entry
+            self._data[table].pop(key, None)
+            return _MISS
+
+    def learn(self, table: str, key: str, value: Any) -> None:
+        if sum(map(len, self._new.values())) < self.MAX_ENTRIES:
+            self._new[table][key] = value if value is None or value is False else [value.kind, value.spans]
+
+    def save(self) -> None:
+        if not any(self._new.values()):
+            return
+        path = _store_path()
+        if path is None:
+            return
+        data = _read_store()
+        for table, new in self._new.items():
+            room = self.MAX_ENTRIES - len(data[table])
+            for key, value in list(new.items())[:max(room, 0)]:
+                data[table][key] = value
+        self._new = {"shapes": {}, "lines": {}}
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f, separators=(",", ":"))
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _stored_span(v: Any) -> Any:
+    """A span list from JSON, checked: the fill function is generated from these numbers."""
+    if not isinstance(v, list):
+        raise ValueError(v)
+    if not v or isinstance(v[0], list):
+        return [_stored_span(x) for x in v]
+    if len(v) != 4 or not all(type(x) is int for x in v[:3]) or not (v[3] is None or type(v[3]) is int):
+        raise ValueError(v)
+    return tuple(v)
+
+
+_STORE_PATH: list[str | None] = []
+
+
+def _store_path() -> str | None:
+    """``templates-<digest>.json``: the digest covers the grammar and this module, whose
+    code decides what a template holds, so a changed grammar never reads old templates."""
+    if not _STORE_PATH:
+        folder = cache_dir()
+        if folder is None:
+            _STORE_PATH.append(None)
+        else:
+            h = hashlib.sha256((_HERE / "messages.lark").read_bytes())
+            h.update(Path(__file__).read_bytes())
+            _STORE_PATH.append(os.path.join(folder, f"templates-{h.hexdigest()[:20]}.json"))
+    return _STORE_PATH[0]
+
+
+def _read_store() -> dict[str, dict[str, Any]]:
+    path = _store_path()
+    empty: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
+    if path is None:
+        return empty
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return empty
+    if not isinstance(data, dict) or not all(isinstance(data.get(t), dict) for t in empty):
+        return empty
+    return {t: data[t] for t in empty}
 
 
 def _stringify(fields: dict[str, Any]) -> RawFields:
@@ -198,7 +351,7 @@ def _stringify(fields: dict[str, Any]) -> RawFields:
 def _parse_plain(text: str) -> tuple[str, RawFields] | None:
     try:
         tree = parser().parse(text)
-    except LarkError:
+    except _lark_error():
         return None
     kind, fields = raw_of(tree)
     return kind, _stringify(fields)
@@ -241,7 +394,7 @@ def line_template(text: str, parts: list[str]) -> Template | None:
     body, offset = m.group(5), m.start(5)
     try:
         tree = parser().parse(body)
-    except LarkError:
+    except _lark_error():
         return None
     rule, fields = raw_of(tree)
     extra = {name: (m.start(i), m.end(i)) for i, name in enumerate(("_host", "_pid", "_tid", "_dev"), 1)}

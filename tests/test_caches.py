@@ -1,0 +1,84 @@
+"""The on-disk caches (parsed rule YAML, message templates) never change a result."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ncclsleuth.grammar import ShapeCache, TemplateStore, cache_dir
+from ncclsleuth.rules import engine
+from ncclsleuth.rules.engine import default_rule_dir, load_rules
+
+
+def _copy_pack(tmp_path: Path) -> Path:
+    dst = tmp_path / "rules"
+    shutil.copytree(default_rule_dir(), dst)
+    return dst
+
+
+def test_rule_docs_cache_used_and_identical(tmp_path, monkeypatch):
+    pack = _copy_pack(tmp_path)
+    first, _ = load_rules([pack])
+    where = engine._docs_path(pack)
+    assert where is not None and os.path.exists(where)
+    calls = []
+    monkeypatch.setattr(engine, "_read_yaml", lambda p: calls.append(p))
+    second, _ = load_rules([pack])
+    assert calls == []  # nothing parsed: every doc came from the cache
+    assert second == first
+
+
+def test_rule_docs_cache_invalidated_by_an_edit(tmp_path):
+    pack = _copy_pack(tmp_path)
+    rules, _ = load_rules([pack])
+    victim = pack / "net" / "NET001.yaml"
+    text = victim.read_text(encoding="utf-8")
+    old_title = next(r.title for r in rules if r.id == "NET001")
+    victim.write_text(text.replace(f'title: "{old_title}"', 'title: "edited title"', 1), encoding="utf-8")
+    assert "edited title" in victim.read_text(encoding="utf-8")
+    rules, _ = load_rules([pack])
+    assert next(r.title for r in rules if r.id == "NET001") == "edited title"
+    # a broken edit is reported exactly as without a cache
+    victim.write_text("id: [unclosed\n", encoding="utf-8")
+    _, errors = load_rules([pack], keep_going=True)
+    assert [e.path for e in errors] == [str(victim)]
+    assert "not valid YAML" in str(errors[0])
+
+
+def test_rule_docs_not_cached_when_json_would_change_them(tmp_path):
+    assert engine._save_docs(tmp_path, [], {}) is None  # no manifest: nothing written
+    pack = _copy_pack(tmp_path)
+    paths = sorted(pack.rglob("*.yaml"))
+    engine._save_docs(pack, paths, {str(paths[0]): {1: "int key"}})
+    assert engine._cached_docs(pack, paths) is None
+
+
+def test_template_store_round_trip(tmp_path):
+    lines = ["node1:10:11 [0] NCCL INFO Channel 00/02 : 0[0] -> 1[1] via P2P/IPC/read",
+             "node1:10:11 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+             "unrelated text the grammar rejects 123"]
+    learn = ShapeCache()
+    before = [learn.parse(t.split(" NCCL INFO ")[-1]) for t in lines]
+    learn.save()
+    fresh = ShapeCache()
+    after = [fresh.parse(t.split(" NCCL INFO ")[-1]) for t in lines]
+    assert after == before
+    assert fresh.parses == 0  # every shape (the rejected one too) came from disk
+    assert ShapeCache(enabled=False).parse(lines[0].split(" NCCL INFO ")[-1]) == before[0]
+
+
+def test_template_store_ignores_bad_entries():
+    folder = cache_dir()
+    assert folder is not None
+    ShapeCache().parse("Using network IB")  # make sure the file exists
+    store = TemplateStore()
+    store.learn("shapes", "evil", None)
+    store.save()
+    path = next(Path(folder).glob("templates-*.json"))
+    data = json.loads(path.read_text())
+    data["shapes"]["Using network IB"] = ["net_selected", {"network": ["__import__('os')", 0, 0, None]}]
+    path.write_text(json.dumps(data))
+    cache = ShapeCache()
+    res = cache.parse("Using network IB")
+    assert res is not None and res[0] == "net_selected" and cache.parses == 1  # parsed again, not filled

@@ -240,8 +240,9 @@ def throughput(logs: str, a: argparse.Namespace, exe: list[str]) -> dict:
         print(f"  {name:<22} {m['wall']:8.2f} s  rss {m['rss_kb'] / 1024:7.1f} MiB  rc {m['rc']}", flush=True)
 
     row("baseline (readline+regex)", "python bench/run.py --_baseline DIR", b)
-    m = measure_n(exe + ["parse", logs, "--format", "jsonl"], a.repeat)
-    row("ncclsleuth parse", "ncclsleuth parse DIR --format jsonl > /dev/null", m)
+    if not a.skip_parse:
+        m = measure_n(exe + ["parse", logs, "--format", "jsonl"], a.repeat)
+        row("ncclsleuth parse", "ncclsleuth parse DIR --format jsonl > /dev/null", m)
     has, jobs_ok = analyze_support(exe)
     res["analyze"] = has
     if has:
@@ -306,14 +307,15 @@ def mode_sizes(a: argparse.Namespace, exe: list[str]) -> dict:
         if not a.keep:
             shutil.rmtree(logs, ignore_errors=True)
     names = [r["name"] for r in out[0]["rows"]]
-    print("\nEach cell: wall s / lines per s / peak RSS MiB.  Last column: parse wall ratio to the previous size "
-          "(line-count ratio); equal numbers mean linear scaling.\n")
-    print("| lines | MB | " + " | ".join(names) + " | parse ratio (size ratio) |")
+    scaled = "ncclsleuth parse" if "ncclsleuth parse" in names else names[1]
+    print(f"\nEach cell: wall s / lines per s / peak RSS MiB.  Last column: `{scaled}` wall ratio to the previous "
+          "size (line-count ratio); equal numbers mean linear scaling.\n")
+    print("| lines | MB | " + " | ".join(names) + " | scaling (size ratio) |")
     print("|---:|---:|" + "---:|" * len(names) + "---|")
     prev = None
     for res in out:
         rows = {r["name"]: r for r in res["rows"]}
-        p = rows["ncclsleuth parse"]
+        p = rows[scaled]
         ratio = "" if prev is None else f"{p['wall'] / prev[0]:.2f} ({res['lines'] / prev[1]:.2f})"
         cells = [f"{rows[n]['wall']:.2f} / {rows[n]['lines_s']:,.0f} / {rows[n]['rss_mib']:.0f}" if n in rows else ""
                  for n in names]
@@ -410,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", help="comma list of line counts: one generated job per size (scaling check)")
     ap.add_argument("--cold-start", action="store_true", help="start-up time on a 200-line paste")
     ap.add_argument("--cold-runs", type=int, default=10)
+    ap.add_argument("--skip-parse", action="store_true",
+                    help="time analyze only (ncclsleuth parse writes every line as JSON: minutes at 2M lines)")
     ap.add_argument("--profile", type=int, metavar="LINES", help="cProfile ncclsleuth parse on a job this big")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", action="store_true", help="keep the generated logs under bench/out/")

@@ -50,11 +50,11 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         """All fields as builtins, ``kind`` first, ``None`` values dropped."""
         out: dict[str, Any] = {"kind": self.kind}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
+        for name in _names(type(self)):
+            v = getattr(self, name)
             if v is None:
                 continue
-            out[f.name] = _plain(v)
+            out[name] = v if type(v) in _SCALARS else _plain(v)
         return out
 
     @property
@@ -63,11 +63,23 @@ class Event:
         return self.is_error or self.level in ("WARN", "E", "F", "ERROR", "CRITICAL", "FATAL")
 
 
+_SCALARS = frozenset({str, int, float, bool})
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    """Field names of a dataclass, in order (``dataclasses.fields`` filters on every call)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, tuple):
         return [_plain(x) for x in v]
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if hasattr(v, "__dataclass_fields__") and not isinstance(v, type):
+        return {name: _plain(getattr(v, name)) for name in _names(type(v))}
     return v
 
 

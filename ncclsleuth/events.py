@@ -495,6 +495,18 @@ class DesyncReport(Event):
     ranks: tuple[int, ...] = ()
 
 
+@ev("pg_abort", error=True)
+class PgAbort(Event):
+    """ProcessGroupNCCL taking the process down after a failed or timed-out collective
+    ("Some NCCL operations have failed or timed out", "Terminating the process after
+    attempting to dump debug info, due to ...").  A consequence, never a root cause."""
+
+    what: str = ""  # ops_failed | taking_down | terminating | dump_observed | watchdog_exception
+    detail: str | None = None  # terminating: the reason; watchdog_exception: the exception text
+    pg: str | None = None
+    pg_rank: int | None = None
+
+
 @ev("collective_mismatch", error=True)
 class CollectiveMismatch(Event):
     rank_a: int | None = None
@@ -630,14 +642,6 @@ class StepTime(Event):
 
     step: int | None = None
     ms: float | None = None
-
-
-@ev("torch_log")
-class TorchLog(Event):
-    """A PyTorch distributed log line with a level but no more specific meaning."""
-
-    message: str = ""
-    component: str | None = None
 
 
 # --------------------------------------------------------------------------- nccl-tests

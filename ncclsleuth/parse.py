@@ -45,7 +45,9 @@ _ANCHOR_PATTERNS = (
     r"Cuda failure", r"Failed to CUDA", r"Failed to open libibverbs", r"Got completion",
     r"Connection closed by remote peer", r"Accept failed", r"connecting to address with family",
     r"Connect to \S+ failed", r"Attribute \w+ of node", r"Mismatched NCCL version", r"Socket recv failed",
-    r"Using network \w",
+    r"Using network \w", r"Some NCCL operations have failed", r"To avoid data inconsistency",
+    r"Terminating the process after attempting", r"Observed flight recorder dump signal",
+    r"Process group watchdog thread terminated", r"Rank \d+\s*$",
     # step lines: a word boundary before "iter", checked after the literal so it stays first
     r"i(?<!\wi)ter \d+: loss", r"i(?<!\wi)teration +\d+/",
 )
@@ -76,6 +78,9 @@ def anchor_starts(body: str) -> list[int]:
     return starts
 
 
+#: (kind, what) of messages that carry another message ("watchdog thread terminated with
+#: exception: <message>"): the inner message, when the grammar knows it, is the event
+_WRAPPERS = frozenset({("pg_abort", "watchdog_exception")})
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
 _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
@@ -441,10 +446,15 @@ class FileParser:
                 ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
                 if ev is not None:
                     return ev
+        wrapper = None
         for at in anchor_starts(body):
             ev = self._parse_at(rec, body, at, lineno, text)
             if ev is not None:
-                return ev
+                if (ev.kind, getattr(ev, "what", None)) not in _WRAPPERS:
+                    return ev
+                wrapper = wrapper or ev  # a message known inside it says more: keep looking
+        if wrapper is not None:
+            return wrapper
         if body.startswith("=====") or body.startswith("-----"):
             self._in_failure_block = self._in_failure_block and body.startswith("-")
         return None

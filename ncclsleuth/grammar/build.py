@@ -55,6 +55,12 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "desync_finished": ("desync_report", {"what": "finished"}),
     "desync_started": ("desync_report", {"what": "started"}),
     "desync_never_joined": ("desync_report", {"what": "never_joined"}),
+    "desync_header": ("desync_report", {"what": "header"}),
+    "abort_ops_failed": ("pg_abort", {"what": "ops_failed"}),
+    "abort_taking_down": ("pg_abort", {"what": "taking_down"}),
+    "abort_terminating": ("pg_abort", {"what": "terminating"}),
+    "abort_dump_observed": ("pg_abort", {"what": "dump_observed"}),
+    "abort_watchdog_exception": ("pg_abort", {"what": "watchdog_exception"}),
     "store_connect_timeout": ("store_error", {"what": "connect_timeout"}),
     "store_connect_failed": ("store_error", {"what": "connect_failed"}),
     "store_resolve_failed": ("store_error", {"what": "resolve_failed"}),
@@ -262,6 +268,9 @@ def _b_desync(f: Fields) -> None:
     r = f.pop("ranks", None)
     if r is not None:
         f["ranks"] = tuple(int(x) for x in r.strip("[]").split(",") if x.strip())
+    hdr = f.pop("rank_hdr", None)  # v2.6+ header line "Rank N" (the reporting rank)
+    if hdr is not None:
+        f["ranks"] = (int(hdr),)
 
 
 def _b_ring(f: Fields) -> None:
@@ -485,6 +494,8 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
         f["network"] = f.get("network", "").strip()
     elif kind == "duplicate_gpu" and "device" not in f and "detail" in f:
         f["device"] = None
+    elif kind == "pg_abort" and "detail" in f:
+        f["detail"] = f["detail"].strip().rstrip(".")
     elif kind == "nccl_other":
         f = {"message": ""}
     return kind

@@ -48,9 +48,11 @@ _ANCHOR_PATTERNS = (
     r"Using network \w", r"Some NCCL operations have failed", r"To avoid data inconsistency",
     r"Terminating the process after attempting", r"Observed flight recorder dump signal",
     r"Process group watchdog thread terminated", r"Rank \d+\s*$",
-    # step lines: a word boundary before "iter", checked after the literal so it stays first
-    r"i(?<!\wi)ter \d+: loss", r"i(?<!\wi)teration +\d+/",
 )
+# Where a training-step timing message starts (also an anchor): a word boundary before
+# "iter", checked after the literal so that the literal stays the first character.
+_STEP_PATTERNS = (r"i(?<!\wi)ter \d+: loss", r"i(?<!\wi)teration +\d+/")
+_ANCHOR_PATTERNS += _STEP_PATTERNS
 
 
 def _first_char_trie(patterns: tuple[str, ...]) -> str:
@@ -115,7 +117,7 @@ _PREFILTER = re.compile(_first_char_trie(tuple(re.escape(k) for k in _KEYWORDS) 
 # Training-step timing lines (stragglers) carry no keyword of the prefilter; these
 # literal-prefixed scans find them in a block at str.find speed.
 STEP_SAMPLES_PER_RANK = 32
-_STEP_START = re.compile(r"\biter \d+: loss|\biteration +\d+/")
+_STEP_START = re.compile("|".join(_STEP_PATTERNS))
 _STEP_SCANS = (re.compile(r"time: *\d+(?:\.\d+)?ms"), re.compile(r"elapsed time per iteration \(ms\)"))
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 

@@ -33,7 +33,8 @@ class CommTopology:
                 "shm_intra_node_hops": self.shm_intra_node, "net_hops_without_gdr": self.no_gdr_net}
 
 
-def rank_hosts(c: Comm) -> dict[int, str]:
+def comm_rank_hosts(c: Comm) -> dict[int, str]:
+    """Rank within this communicator -> host (``whole_job.global_rank_hosts`` maps global ranks)."""
     return {r: st.host for r, st in c.ranks.items() if st.host}
 
 
@@ -42,7 +43,7 @@ def build(c: Comm) -> CommTopology:
     import networkx as nx
 
     g = nx.MultiDiGraph(comm=c.key)
-    hosts = rank_hosts(c)
+    hosts = comm_rank_hosts(c)
     for r in range(c.nranks or 0):
         g.add_node(r, host=hosts.get(r, ""))
     t = CommTopology(c.key, c.nranks, hosts, graph=g)

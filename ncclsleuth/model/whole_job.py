@@ -18,7 +18,7 @@ from .job import JobModel, Process
 # ---------------------------------------------------------------------- collectives
 
 
-def rank_hosts(model: JobModel) -> dict[int, str]:
+def global_rank_hosts(model: JobModel) -> dict[int, str]:
     """Global rank -> host, from launcher prefixes, NCCL comm ranks and torchrun failure blocks."""
     out: dict[int, str] = {}
     biggest = max(model.comms.values(), key=lambda c: c.nranks or 0, default=None)
@@ -51,7 +51,7 @@ def collective_laggard(model: JobModel) -> list[Fact]:
     ``last enqueued`` work counters (the laggard never enqueued the collective the others
     wait in); watchdog timeouts at a sequence number the laggard never reached.
     """
-    hosts = rank_hosts(model)
+    hosts = global_rank_hosts(model)
     out: list[Fact] = []
     for pg, ranks in _enqueued_by_rank(model).items():
         if len(ranks) < 2:
@@ -372,7 +372,7 @@ def stragglers(model: JobModel) -> list[Fact]:
     meds = list(per.values())
     job = statistics.median(meds)
     mad = statistics.median(abs(x - job) for x in meds) or job * 0.01
-    hosts = rank_hosts(model)
+    hosts = global_rank_hosts(model)
     out: list[Fact] = []
     for key, med in sorted(per.items(), key=lambda kv: -kv[1]):
         if med > job * 1.10 and med - job > 3 * mad:

@@ -73,7 +73,7 @@ def parse(paths: tuple[str, ...], fmt: str, kinds: str | None, no_cache: bool) -
 
     wanted = set(kinds.split(",")) if kinds else None
     run = iter_events(list(paths), cache=not no_cache)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     if fmt == "jsonl":
         for ev in run:
             if wanted is None or ev.kind in wanted:

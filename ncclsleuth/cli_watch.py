@@ -60,7 +60,7 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     from .watch import Watcher
 
     rules = _load(rule_dirs, keep_going)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     color = not no_color and sys.stdout.isatty()
     t0 = time.time()
 

@@ -495,6 +495,24 @@ class DesyncReport(Event):
     ranks: tuple[int, ...] = ()
 
 
+@ev("ras_peer")
+class RasPeer(Event):
+    """NCCL RAS (2.24+, shown with NCCL_DEBUG_SUBSYS=RAS): ``RAS declaring peer <addr> as DEAD``,
+    ``RAS keep-alive timeout warning|error (<n>s) on socket connection with <addr>``,
+    ``RAS collective <id> timeout warning (<n>s) -- <n> responses missing``."""
+
+    what: str = ""  # dead | keepalive_warning | keepalive_error | coll_timeout_warning | coll_timeout_error
+    peer: str | None = None  # ip<port> of the RAS peer (one per process)
+    seconds: int | None = None
+    coll: str | None = None
+    missing: int | None = None
+
+    @property
+    def error(self) -> bool:
+        """A dead peer or an expired keep-alive is a problem; a warning is not (yet)."""
+        return self.what == "dead" or self.what.endswith("_error")
+
+
 @ev("pg_abort", error=True)
 class PgAbort(Event):
     """ProcessGroupNCCL taking the process down after a failed or timed-out collective

@@ -135,3 +135,21 @@ def test_straggler_rank_on_16_rank_job(tmp_path):
     (f,) = [f for f in report.findings if f.rule_id == "STRAG001"]
     assert f.title.startswith("rank 11 (node1) is a straggler")
     assert "[rank11]:iter 1:" in f.evidence[0].text
+
+
+def test_ras_dead_peer_named_by_its_host(tmp_path):
+    """RAS names a peer by ip<port>; the finding names the host that owns that address."""
+    (tmp_path / "node017.log").write_text(
+        "node017:21345:21351 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.17<0>\n"
+        "node017:21345:21420 [0] NCCL INFO RAS declaring peer 10.0.0.18<52401> as DEAD; rasDeadPeersHash 0x8c\n")
+    (tmp_path / "node019.log").write_text(
+        "node019:23001:23420 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.19<0>\n"
+        "node019:23001:23420 [0] NCCL INFO RAS keep-alive timeout error (20s) on socket connection with 10.0.0.18<52401>\n")
+    (tmp_path / "node018.log").write_text("node018:22001:22007 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.18<0>\n")
+    report, _ = analyze([str(tmp_path)])
+    f = next(f for f in report.findings if f.rule_id == "RAS001")
+    assert f.hosts == ["node018"]
+    assert "node018" in f.title and "10.0.0.18<52401>" in f.title
+    assert "node017, node019 (2 host(s))" in f.message
+    assert (f.evidence[0].file.endswith("node017.log"), f.evidence[0].line) == (True, 2)  # the DEAD line first
+    assert report.verdict is f

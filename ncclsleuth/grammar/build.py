@@ -56,6 +56,9 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "desync_started": ("desync_report", {"what": "started"}),
     "desync_never_joined": ("desync_report", {"what": "never_joined"}),
     "desync_header": ("desync_report", {"what": "header"}),
+    "ras_dead_peer": ("ras_peer", {"what": "dead"}),
+    "ras_keepalive": ("ras_peer", {"what": "keepalive"}),
+    "ras_coll_timeout": ("ras_peer", {"what": "coll_timeout"}),
     "abort_ops_failed": ("pg_abort", {"what": "ops_failed"}),
     "abort_taking_down": ("pg_abort", {"what": "taking_down"}),
     "abort_terminating": ("pg_abort", {"what": "terminating"}),
@@ -494,6 +497,12 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
         f["network"] = f.get("network", "").strip()
     elif kind == "duplicate_gpu" and "device" not in f and "detail" in f:
         f["device"] = None
+    elif kind == "ras_peer":
+        if "ras_level" in f:  # keep-alive / collective timeout "warning" or "error"
+            f["what"] += "_" + f.pop("ras_level")
+        if "ras_secs" in f:
+            f["seconds"] = _int(f.pop("ras_secs").rstrip("s"))
+        f["coll"] = f.pop("ras_coll", None)
     elif kind == "pg_abort" and "detail" in f:
         f["detail"] = f["detail"].strip().rstrip(".")
     elif kind == "nccl_other":

@@ -82,3 +82,29 @@ def test_template_store_ignores_bad_entries():
     cache = ShapeCache()
     res = cache.parse("Using network IB")
     assert res is not None and res[0] == "net_selected" and cache.parses == 1  # parsed again, not filled
+
+
+def test_template_store_concurrent_saves_keep_every_entry():
+    """Processes saving at the same time (workers at the end of a run) lose nothing."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_learn_and_save, args=(i,)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    folder = cache_dir()
+    assert folder is not None
+    data = json.loads(next(Path(folder).glob("templates-*.json")).read_text())
+    for i in range(4):
+        for j in range(50):
+            assert f"worker {i} key {j}" in data["shapes"]
+
+
+def _learn_and_save(i: int) -> None:
+    store = TemplateStore()
+    for j in range(50):
+        store.learn("shapes", f"worker {i} key {j}", None)
+        store.save()

@@ -283,22 +283,63 @@ class TemplateStore:
         path = _store_path()
         if path is None:
             return
-        data = _read_store()
-        for table, new in self._new.items():
-            room = self.MAX_ENTRIES - len(data[table])
-            for key, value in list(new.items())[:max(room, 0)]:
-                data[table][key] = value
-        self._new = {"shapes": {}, "lines": {}}
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(data, f, separators=(",", ":"))
-            os.replace(tmp, path)
-        except OSError:
+        with _locked(path + ".lock"):  # workers save at the same time: read-merge-write under a lock
+            data = _read_store()
+            for table, new in self._new.items():
+                room = self.MAX_ENTRIES - len(data[table])
+                for key, value in list(new.items())[:max(room, 0)]:
+                    data[table][key] = value
+            self._new = {"shapes": {}, "lines": {}}
+            tmp = f"{path}.{os.getpid()}.tmp"
             try:
-                os.unlink(tmp)
+                with open(tmp, "w", encoding="utf-8") as f:
+                    json.dump(data, f, separators=(",", ":"))
+                os.replace(tmp, path)
             except OSError:
-                pass
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        _prune(path)
+
+
+#: template files of other grammar versions kept (two installed versions used in turn
+#: keep theirs); older ones are deleted
+KEEP_STORES = 4
+
+
+def _prune(path: str) -> None:
+    folder = os.path.dirname(path)
+    try:
+        old = sorted((e for e in os.scandir(folder) if e.name.startswith("templates-") and e.name.endswith(".json")),
+                     key=lambda e: e.stat().st_mtime, reverse=True)[KEEP_STORES:]
+        for e in old:
+            os.unlink(e.path)
+    except OSError:
+        pass
+
+
+class _locked:
+    """An exclusive ``flock`` on ``path`` where the platform has one (else no lock)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def __enter__(self) -> None:
+        try:
+            import fcntl
+
+            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            if self.fd is not None:
+                os.close(self.fd)
+            self.fd = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
 
 
 def _stored_span(v: Any) -> Any:

@@ -6,7 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ncclsleuth.grammar import ShapeCache, TemplateStore, cache_dir
+from ncclsleuth.cache import cache_dir
+from ncclsleuth.grammar import ShapeCache, TemplateStore
 from ncclsleuth.rules import engine
 from ncclsleuth.rules.engine import default_rule_dir, load_rules
 

@@ -8,7 +8,6 @@ to the finding (must be under 2 s).
 from __future__ import annotations
 
 
-import importlib.util
 import json
 import os
 import queue

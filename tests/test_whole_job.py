@@ -7,9 +7,7 @@ checks that exact rank, host and sequence number.
 from __future__ import annotations
 
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest

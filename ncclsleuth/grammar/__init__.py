@@ -22,10 +22,11 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from bisect import bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..cache import cache_dir, locked, read_json, write_text_atomic
 
 if TYPE_CHECKING:
     from lark import Lark, Tree
@@ -35,24 +36,6 @@ _HERE = Path(__file__).parent
 _DIGITS = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
 
 RawFields = dict[str, Any]  # name -> str | list[str]
-
-
-def cache_dir() -> str | None:
-    """This user's cache folder (``$XDG_CACHE_HOME/ncclsleuth``, ``~/.cache/ncclsleuth``), or None.
-
-    Lark's grammar cache is a pickle: a folder that another user owns or can write to
-    could make this process run their code, so such a folder is not used.
-    """
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "ncclsleuth")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError:
-        return None
-    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
-        return None
-    return path
 
 
 _parser: Lark | None = None
@@ -283,23 +266,14 @@ class TemplateStore:
         path = _store_path()
         if path is None:
             return
-        with _locked(path + ".lock"):  # workers save at the same time: read-merge-write under a lock
+        with locked(path + ".lock"):  # workers save at the same time: read-merge-write under a lock
             data = _read_store()
             for table, new in self._new.items():
                 room = self.MAX_ENTRIES - len(data[table])
                 for key, value in list(new.items())[:max(room, 0)]:
                     data[table][key] = value
             self._new = {"shapes": {}, "lines": {}}
-            tmp = f"{path}.{os.getpid()}.tmp"
-            try:
-                with open(tmp, "w", encoding="utf-8") as f:
-                    json.dump(data, f, separators=(",", ":"))
-                os.replace(tmp, path)
-            except OSError:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+            write_text_atomic(path, json.dumps(data, separators=(",", ":")))
         _prune(path)
 
 
@@ -317,29 +291,6 @@ def _prune(path: str) -> None:
             os.unlink(e.path)
     except OSError:
         pass
-
-
-class _locked:
-    """An exclusive ``flock`` on ``path`` where the platform has one (else no lock)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def __enter__(self) -> None:
-        try:
-            import fcntl
-
-            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):
-            if self.fd is not None:
-                os.close(self.fd)
-            self.fd = None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing releases the lock
 
 
 def _stored_span(v: Any) -> Any:
@@ -373,13 +324,7 @@ def _store_path() -> str | None:
 def _read_store() -> dict[str, dict[str, Any]]:
     path = _store_path()
     empty: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
-    if path is None:
-        return empty
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return empty
+    data = read_json(path) if path is not None else None
     if not isinstance(data, dict) or not all(isinstance(data.get(t), dict) for t in empty):
         return empty
     return {t: data[t] for t in empty}

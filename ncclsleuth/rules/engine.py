@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir, read_json, write_text_atomic
 from ..events import Event
 from ..model.job import JobModel
 from ..report import Evidence, Finding, Report
@@ -103,8 +104,6 @@ def _manifest(paths: list[Path]) -> list[list[Any]]:
 
 
 def _docs_path(folder: Path) -> str | None:
-    from ..grammar import cache_dir
-
     base = cache_dir()
     if base is None:
         return None
@@ -113,13 +112,7 @@ def _docs_path(folder: Path) -> str | None:
 
 def _cached_docs(folder: Path, paths: list[Path]) -> dict[str, Any] | None:
     where = _docs_path(folder)
-    if where is None:
-        return None
-    try:
-        with open(where, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
+    data = read_json(where) if where is not None else None
     if not isinstance(data, dict) or data.get("manifest") != _manifest(paths) or not isinstance(data.get("docs"), dict):
         return None
     docs: dict[str, Any] = data["docs"]
@@ -137,16 +130,7 @@ def _save_docs(folder: Path, paths: list[Path], docs: dict[str, Any]) -> None:
         return
     if json.loads(text)["docs"] != docs:  # int keys, tuples: JSON would change the rule
         return
-    tmp = f"{where}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, where)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    write_text_atomic(where, text)
 
 
 # ---------------------------------------------------------------------- evaluation

@@ -128,7 +128,6 @@ def test_fuzz_regression_hash_in_number_field_lines():
     list(fp.parse_lines([(1, _SHAPE_A), (2, _SHAPE_B)]))
 
 
-import pytest  # noqa: E402
 
 
 def test_fuzz_regression_hash_in_number_field_analyze():

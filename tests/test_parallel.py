@@ -1,0 +1,44 @@
+"""--jobs N: this process and N-1 workers share the runs of files; results come back in
+input order whoever parsed them."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ncclsleuth import pipeline as P
+from ncclsleuth.ingest import discover
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _slow_task(args):  # type: ignore[no-untyped-def]
+    """_parse_task that takes a while and says which process ran it."""
+    time.sleep(0.05)
+    model, notices, read = _REAL(args)
+    model.parsed_by = os.getpid()
+    return model, notices, read
+
+
+_REAL = P._parse_task
+
+
+def test_runs_are_shared_and_come_back_in_order(monkeypatch):
+    monkeypatch.setattr(P, "_parse_task", _slow_task)  # forked workers inherit the patch
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    assert len(files) >= 8
+    runs = P._runs(files, 2)
+    results = list(P._parallel_results(files, 2, True))
+    assert len(results) == len(runs)
+    by = [m.parsed_by for m, _, _ in results]
+    assert os.getpid() in by and set(by) - {os.getpid()}, by  # both processes parsed runs
+    got = [s for m, _, _ in results for s in m.sources]
+    assert got == [f.display for f in files]  # input order, whoever parsed each run
+
+
+def test_guided_runs_cover_every_file_once_and_shrink():
+    files = list(range(1000))
+    runs = P._runs(files, 2)  # type: ignore[arg-type]
+    assert [f for r in runs for f in r] == files
+    sizes = [len(r) for r in runs]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1 and max(sizes) <= 256

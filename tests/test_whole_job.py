@@ -151,3 +151,23 @@ def test_ras_dead_peer_named_by_its_host(tmp_path):
     assert "node017, node019 (2 host(s))" in f.message
     assert (f.evidence[0].file.endswith("node017.log"), f.evidence[0].line) == (True, 2)  # the DEAD line first
     assert report.verdict is f
+
+
+def test_pytorch_lines_get_the_host_of_their_file(tmp_path):
+    """A watchdog line has no host; the NCCL lines of the same per-rank file do."""
+    (tmp_path / "rank3.log").write_text(
+        "node007:4242:4242 [3] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "[rank3]:[E1129 11:41:55.7 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds "
+        "before timing out.\n")
+    (tmp_path / "mixed.log").write_text(  # two hosts in one file: no guess
+        "nodeA:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nnodeB:2:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "[rank9]:[E1129 11:41:56.7 ProcessGroupNCCL.cpp:632] [Rank 9] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds "
+        "before timing out.\n")
+    report, _ = analyze([str(tmp_path / "rank3.log")])
+    f = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
+    assert f.hosts == ["node007"] and f.message.startswith("node007:")
+    report, _ = analyze([str(tmp_path / "mixed.log")])
+    f = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
+    assert f.hosts == [] and f.message.startswith("?:")

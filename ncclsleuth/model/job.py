@@ -112,6 +112,7 @@ class JobModel:
         self.step_times: dict[int | str, list[float]] = {}
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
+        self._source_hosts: tuple[int, dict[str, str]] | None = None
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -195,6 +196,17 @@ class JobModel:
             out.sort(key=self.order_key)
             self._errors = (key, out)
         return list(self._errors[1])
+
+    def source_hosts(self) -> dict[str, str]:
+        """File -> host, for files whose processes all ran on one host (a per-rank log):
+        PyTorch lines carry no host, but the NCCL lines of the same file do."""
+        if self._source_hosts is None or self._source_hosts[0] != len(self.processes):
+            seen: dict[str, set[str]] = {}
+            for p in self.processes.values():
+                if p.host:
+                    seen.setdefault(p.source, set()).add(p.host)
+            self._source_hosts = (len(self.processes), {s: next(iter(h)) for s, h in seen.items() if len(h) == 1})
+        return self._source_hosts[1]
 
     def order_key(self, ev: E.Event) -> tuple[int, int]:
         return (self._source_index.get(ev.source, len(self.sources)), ev.line)

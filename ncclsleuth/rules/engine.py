@@ -186,7 +186,8 @@ def _finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str,
     # laggard fact names the culprit; its evidence also quotes the messengers), else the lines'
     item_hosts = {str(it["host"]) for it in items if it.get("host") not in (None, "?")}
     item_ranks = {it["rank"] for it in items if isinstance(it.get("rank"), int)}
-    hosts = sorted(item_hosts or {ev.host for ev in ordered if ev.host})
+    file_host = model.source_hosts()
+    hosts = sorted(item_hosts or {h for ev in ordered if (h := ev.host or file_host.get(ev.source))})
     ranks = sorted(item_ranks or {ev.rank for ev in ordered if ev.rank is not None})
     primary = items[0] if items else {}
     extra = {"count": len(items), "hosts": ", ".join(hosts[:8]) or "?", "nhosts": len(hosts),

@@ -27,7 +27,7 @@ def progress_for(enabled: bool, delay: float = 2.0) -> Iterator[Callable[[Any], 
 
     def tick(part: Any) -> None:
         nonlocal prog, task
-        state["files"] += 1
+        state["files"] += len(getattr(part, "sources", ())) or 1  # a worker's part is a run of files
         state["lines"] += getattr(part, "lines", 0)
         elapsed = time.monotonic() - start
         if prog is None and elapsed >= delay:

@@ -42,3 +42,34 @@ def test_guided_runs_cover_every_file_once_and_shrink():
     assert [f for r in runs for f in r] == files
     sizes = [len(r) for r in runs]
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1 and max(sizes) <= 256
+
+
+def test_progress_counts_files_of_each_run(monkeypatch):
+    """The progress bar counts files, also when a part is a worker's run of many files."""
+    import ncclsleuth.progress as PR
+
+    shown = []
+
+    class FakeProgress:
+        def __init__(self, *a, **k):  # type: ignore[no-untyped-def]
+            pass
+
+        def start(self):  # type: ignore[no-untyped-def]
+            pass
+
+        def stop(self):  # type: ignore[no-untyped-def]
+            pass
+
+        def add_task(self, _):  # type: ignore[no-untyped-def]
+            return 1
+
+        def update(self, _task, description):  # type: ignore[no-untyped-def]
+            shown.append(description)
+
+    import rich.progress
+
+    monkeypatch.setattr(rich.progress, "Progress", FakeProgress)
+    monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)
+    with PR.progress_for(enabled=True, delay=0) as tick:
+        P.build_model([str(ROOT / "fixtures" / "examples" / "desync-16")], jobs=2, progress=tick)
+    assert shown and shown[-1].startswith("16 files, ")

@@ -109,3 +109,36 @@ def _learn_and_save(i: int) -> None:
     for j in range(50):
         store.learn("shapes", f"worker {i} key {j}", None)
         store.save()
+
+
+def test_unusable_cache_folder_is_skipped(tmp_path, monkeypatch):
+    """A cache folder that cannot be created, or that others can write to, is not used."""
+    from ncclsleuth import cache
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert cache.cache_dir() is None
+    shared = tmp_path / "shared"
+    (shared / "ncclsleuth").mkdir(parents=True)
+    os.chmod(shared / "ncclsleuth", 0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    assert cache.cache_dir() is None
+    os.chmod(shared / "ncclsleuth", 0o700)
+    assert cache.cache_dir() == str(shared / "ncclsleuth")
+
+
+def test_analysis_works_without_a_cache_folder(tmp_path):
+    """A fresh process whose cache folder cannot exist: Lark compiles in memory, nothing is stored."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    log = tmp_path / "a.log"
+    log.write_text("h:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\nh:1:1 [0] NCCL INFO Using network Socket\n")
+    res = subprocess.run([sys.executable, "-m", "ncclsleuth", "analyze", str(log), "--format", "json"],
+                         capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(blocker)})
+    assert res.returncode == 1, res.stderr
+    assert json.loads(res.stdout)["findings"][0]["rule_id"] == "NET003"
+    assert res.stderr == ""

@@ -100,12 +100,23 @@ def _table(events: Any) -> None:
     Console().print(t)
 
 
+#: set by a command that built a job model and has written all its output (see entry)
+_FAST_EXIT = [False]
+
+
+def allow_fast_exit() -> None:
+    """Called by ``analyze`` once its report is out: the process may end without teardown."""
+    _FAST_EXIT[0] = True
+
+
 def entry() -> None:
-    """The console script: the CLI, then an exit that skips freeing objects one by one.
+    """The console script: the CLI, then (after ``analyze``) an exit that skips freeing
+    objects one by one.
 
     After ``analyze`` of a 16,384-rank job the interpreter's shutdown (a last gc pass and
-    ~10^7 deallocations) took ~1 s after the report was out.  Only where nothing is left
-    to clean up (no child processes, no Dask client) is the exit immediate.
+    ~10^7 deallocations) took ~1 s after the report was out.  Only a command that asked
+    for it, and only where nothing is left to clean up (no child processes, no Dask
+    client), exits immediately; every other command exits as usual.
     """
     code: Any = 0
     try:
@@ -116,7 +127,7 @@ def entry() -> None:
         if code is not None:
             print(code, file=sys.stderr)
         code = 0 if code is None else 1
-    if "distributed" in sys.modules or "fsspec" in sys.modules:
+    if not _FAST_EXIT[0] or "distributed" in sys.modules or "fsspec" in sys.modules:
         sys.exit(code)
     mp = sys.modules.get("multiprocessing")
     if mp is not None and mp.active_children():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .cli import UserError, _guard, main
+from .cli import UserError, _guard, allow_fast_exit, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
 from .gcpause import paused
 from .renderers import RENDERERS, render
@@ -86,6 +86,7 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
         Path(output).write_text(text, encoding="utf-8")
     else:
         click.echo(text, nl=not text.endswith("\n"))
+    allow_fast_exit()  # everything is written: no need to free the model object by object
     if fail_on != "never":
         threshold = Severity.parse(fail_on)
         if any(Severity.parse(f.severity) >= threshold for f in report.findings):

@@ -73,3 +73,22 @@ def test_progress_counts_files_of_each_run(monkeypatch):
     with PR.progress_for(enabled=True, delay=0) as tick:
         P.build_model([str(ROOT / "fixtures" / "examples" / "desync-16")], jobs=2, progress=tick)
     assert shown and shown[-1].startswith("16 files, ")
+
+
+def test_fast_exit_only_after_analyze(tmp_path):
+    """``analyze`` ends without interpreter teardown (atexit handlers do not run);
+    other commands exit as usual."""
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, os\natexit.register(lambda: open(os.environ['NS_MARK'], 'w').write('torn down'))\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for args, teardown in ((["analyze", str(ROOT / "fixtures" / "examples" / "desync-16"), "--format", "json"], False),
+                           (["rules", "list"], True)):
+        mark = tmp_path / ("mark-" + args[0])
+        res = subprocess.run([sys.executable, "-m", "ncclsleuth", *args], capture_output=True, text=True,
+                             env={**env, "NS_MARK": str(mark)})
+        assert res.returncode in (0, 1), res.stderr
+        assert res.stdout.strip()  # the output is all there
+        assert mark.exists() is teardown, args

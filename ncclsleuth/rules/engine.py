@@ -145,6 +145,8 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) ->
         if not m.ok:
             continue
         f, first = _finding(rule, m.items, m.named, model)
+        for cond in rule.explains:  # the consequences it accounts for (never evidence)
+            f.explained.update((ev.source, ev.line) for it in evaluate(cond, ctx).items for ev in it.get("evidence", ()))
         fired.append((rule, f, first))
     fired.sort(key=lambda t: _rank_key(t[0], t[2]))
     _link_causes(fired)

@@ -49,7 +49,7 @@ class RuleError(ValueError):
 TOP_KEYS = {"id": str, "name": str, "title": str, "category": str, "severity": str, "confidence": (int, float),
             "description": str, "match": dict, "message": str, "fix": str, "references": list, "tests": list,
             "role": str, "symptom_of": list, "priority": int, "tags": list, "status": str, "aliases": list,
-            "limit": int}
+            "limit": int, "explains": list}
 REQUIRED = ("id", "name", "title", "category", "severity", "confidence", "description", "match", "message",
             "fix", "references", "tests")
 COND_KEYS = {"all", "any", "none", "not", "event", "fact", "where", "count", "as"}
@@ -88,6 +88,9 @@ class Rule:
     priority: int = 0
     tags: tuple[str, ...] = ()
     limit: int = 20
+    #: conditions whose lines this rule's finding also accounts for when it fires (the
+    #: consequences it causes), though they are not evidence for it on their own
+    explains: tuple[dict[str, Any], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -120,12 +123,16 @@ def validate(doc: Any, path: str) -> Rule:
     check_condition(doc["match"], path, "match")
     if not doc["references"] or not all(isinstance(r, str) for r in doc["references"]):
         raise RuleError(path, "needs at least one reference (string)", "references")
+    for i, cond in enumerate(doc.get("explains", ())):
+        check_condition(cond, path, f"explains[{i}]")
     tests = tuple(_test(t, path, i) for i, t in enumerate(doc["tests"]))
+
     return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"], severity=sev,
                 confidence=conf, description=doc["description"], match=doc["match"], message=doc["message"],
                 fix=doc["fix"], references=tuple(doc["references"]), tests=tests, path=path, role=role,
                 symptom_of=tuple(doc.get("symptom_of", ())), priority=int(doc.get("priority", 0)),
-                tags=tuple(doc.get("tags", ())), limit=int(doc.get("limit", 20)))
+                tags=tuple(doc.get("tags", ())), limit=int(doc.get("limit", 20)),
+                explains=tuple(doc.get("explains", ())))
 
 
 def _tname(t: Any) -> str:

@@ -495,6 +495,21 @@ class DesyncReport(Event):
     ranks: tuple[int, ...] = ()
 
 
+@ev("nccl_abort", error=True)
+class NcclAbort(Event):
+    """NCCL putting a communicator in an error state or tearing it down (2.14+):
+    ``ncclCommSetAsyncError: error comm %p sets state %d``, ``commReclaim: comm %p (rank = %d)
+    in abort, error %d``, ``ncclProxyStop: ... destroys proxy resource error %d``,
+    ``%s: communicator was revoked`` (2.28.7+).  The consequence of an earlier error."""
+
+    what: str = ""  # async_error | job_failed | reclaim | proxy_stop | cleanup | revoked
+    code: int | None = None  # ncclResult_t
+    code_name: str | None = None  # "error 6, remote error", ...; "communicator revoked"
+    comm: str | None = None
+    comm_rank: int | None = None
+    during: str | None = None  # reclaim: abort | commDestroySync
+
+
 @ev("ras_peer")
 class RasPeer(Event):
     """NCCL RAS (2.24+, shown with NCCL_DEBUG_SUBSYS=RAS): ``RAS declaring peer <addr> as DEAD``,

@@ -55,6 +55,12 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "desync_started": ("desync_report", {"what": "started"}),
     "desync_never_joined": ("desync_report", {"what": "never_joined"}),
     "desync_header": ("desync_report", {"what": "header"}),
+    "abort_async_error": ("nccl_abort", {"what": "async_error"}),
+    "abort_job_failed": ("nccl_abort", {"what": "job_failed"}),
+    "abort_reclaim": ("nccl_abort", {"what": "reclaim"}),
+    "abort_proxy": ("nccl_abort", {"what": "proxy_stop"}),
+    "abort_cleanup": ("nccl_abort", {"what": "cleanup"}),
+    "abort_revoked": ("nccl_abort", {"what": "revoked"}),
     "ras_dead_peer": ("ras_peer", {"what": "dead"}),
     "ras_keepalive": ("ras_peer", {"what": "keepalive"}),
     "ras_coll_timeout": ("ras_peer", {"what": "coll_timeout"}),
@@ -81,6 +87,10 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "cuda_error_torch": ("cuda_error", {"origin": "torch"}),
     "step_time_megatron": ("step_time", {}),
 }
+
+#: ncclResult_t (FORMAT.md 3.12): what a bare "error 6" / "sets state 2" means
+NCCL_RESULTS = {0: "success", 1: "unhandled cuda error", 2: "system error", 3: "internal error",
+                4: "invalid argument", 5: "invalid usage", 6: "remote error", 7: "in progress", 8: "timeout"}
 
 _IFACE = re.compile(
     r"^(?:\[(\d+)\])?(.+?)(?::((?:\d{1,3}\.){3}\d{1,3}(?:<\w*>)?|[0-9a-fA-F]*:[0-9a-fA-F:.]*(?:%\S+?)?(?:<\w*>)?"
@@ -496,6 +506,12 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
         f["network"] = f.get("network", "").strip()
     elif kind == "duplicate_gpu" and "device" not in f and "detail" in f:
         f["device"] = None
+    elif kind == "nccl_abort":
+        code = _int(f.get("code"))
+        f["code"] = code
+        f["code_name"] = (f"error {code}, {NCCL_RESULTS[code]}" if code in NCCL_RESULTS else
+                          f"error {code}" if code is not None else "communicator revoked")
+        f["during"] = f.pop("abort_in", None)
     elif kind == "ras_peer":
         if "ras_level" in f:  # keep-alive / collective timeout "warning" or "error"
             f["what"] += "_" + f.pop("ras_level")

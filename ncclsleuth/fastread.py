@@ -162,14 +162,17 @@ class BlockReader:
         return any(len(x) > self.max_line for x in text.split("\n"))
 
     def _decode(self, b: bytes, bad: list[int]) -> str:
+        # CRLF and NUL are looked for in the bytes (a memchr-speed scan) rather than in the
+        # decoded text, which is 2 bytes a character as soon as a progress bar's block
+        # characters appear: the two text scans cost ~8% of a training-output log
+        if b"\r\n" in b:
+            b = b.replace(b"\r\n", b"\n")
         try:
             s = b.decode("utf-8")
         except UnicodeDecodeError:
             s = b.decode("utf-8", "replace")
             bad[0] += sum(1 for x in s.split("\n") if "\ufffd" in x)
-        if "\r" in s:
-            s = s.replace("\r\n", "\n")
-        if "\x00" in s:
+        if b"\x00" in b:
             self._nul += sum(1 for x in s.split("\n") if "\x00" in x)
             s = s.replace("\x00", "")
         return s

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from typing import Any
 
 
@@ -27,6 +28,18 @@ def cache_dir() -> str | None:
     if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
         return None
     return path
+
+
+def digest(*parts: bytes) -> str:
+    """A short key for cache file names: CRC-32 and Adler-32 of each part plus its length.
+
+    Not a cryptographic hash (nothing here needs one) and ~3 ms cheaper at start-up than
+    importing hashlib, whose OpenSSL binding loads on import.
+    """
+    out = []
+    for p in parts:
+        out.append(f"{zlib.crc32(p):08x}{zlib.adler32(p):08x}{len(p):x}")
+    return "-".join(out)
 
 
 def read_json(path: str) -> Any:

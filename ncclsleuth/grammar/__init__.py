@@ -18,7 +18,6 @@ is most of a chat-ops bot's start-up.  ``--no-cache`` bypasses both caches.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,7 +25,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cache import cache_dir, locked, read_json, write_text_atomic
+from ..cache import cache_dir, digest, locked, read_json, write_text_atomic
 
 if TYPE_CHECKING:
     from lark import Lark, Tree
@@ -315,9 +314,8 @@ def _store_path() -> str | None:
         if folder is None:
             _STORE_PATH.append(None)
         else:
-            h = hashlib.sha256((_HERE / "messages.lark").read_bytes())
-            h.update(Path(__file__).read_bytes())
-            _STORE_PATH.append(os.path.join(folder, f"templates-{h.hexdigest()[:20]}.json"))
+            key = digest((_HERE / "messages.lark").read_bytes(), Path(__file__).read_bytes())
+            _STORE_PATH.append(os.path.join(folder, f"templates-{key}.json"))
     return _STORE_PATH[0]
 
 

@@ -1,7 +1,6 @@
 """Load the rule pack, evaluate it on a job model, rank the findings, build the report."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -9,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..cache import cache_dir, read_json, write_text_atomic
+from ..cache import cache_dir, digest, read_json, write_text_atomic
 from ..events import Event
 from ..model.job import JobModel
 from ..report import Evidence, Finding, Report
@@ -107,7 +106,7 @@ def _docs_path(folder: Path) -> str | None:
     base = cache_dir()
     if base is None:
         return None
-    return os.path.join(base, "rules-" + hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:20] + ".json")
+    return os.path.join(base, "rules-" + digest(str(folder.resolve()).encode()) + ".json")
 
 
 def _cached_docs(folder: Path, paths: list[Path]) -> dict[str, Any] | None:

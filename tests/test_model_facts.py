@@ -92,3 +92,21 @@ def test_topology_ring_check_and_hops():
            "a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n")
     (t,) = analyze_topology(model_of(log))
     assert t.hops == {"NET/Socket": 1} and t.rings_checked == 1 and t.ring_problems == []
+
+
+def test_median_helper_matches_statistics():
+    """whole_job's median (no statistics import at start-up) agrees with statistics.median."""
+    import random
+    import statistics
+
+    from ncclsleuth.model.whole_job import _median
+
+    rnd = random.Random(7)
+    for n in range(1, 40):
+        ints = [rnd.randint(0, 50) for _ in range(n)]
+        floats = [rnd.random() * 100 for _ in range(n)]
+        assert _median(ints) == statistics.median(ints)
+        assert _median(floats) == statistics.median(floats)
+        assert _median(iter(ints)) == statistics.median(ints)
+    with pytest.raises(ValueError):
+        _median([])

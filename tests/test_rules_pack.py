@@ -71,3 +71,17 @@ def test_rule_files_are_plain_yaml_data():
     for path in default_rule_dir().rglob("*.yaml"):
         doc = yaml.safe_load(path.read_text())
         assert isinstance(doc, dict)
+
+
+def test_count_says_at_least_when_events_were_capped(tmp_path, monkeypatch):
+    """Beyond KEEP_PER_KIND events of a kind are counted, not kept: {count} reads 'N+'."""
+    import ncclsleuth.model.job as J
+    from ncclsleuth.pipeline import analyze
+
+    line = "node1:1:1 [0] misc/socket.cc:40 NCCL WARN ncclOsSocketTryAccept: Accept failed: Too many open files\n"
+    (tmp_path / "a.log").write_text(line * 5)
+    report, _ = analyze([str(tmp_path / "a.log")])
+    assert "(5 line(s))" in next(f for f in report.findings if f.rule_id == "ULIM001").message
+    monkeypatch.setattr(J, "KEEP_PER_KIND", 3)
+    report, _ = analyze([str(tmp_path / "a.log")])
+    assert "(3+ line(s))" in next(f for f in report.findings if f.rule_id == "ULIM001").message

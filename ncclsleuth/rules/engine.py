@@ -191,7 +191,10 @@ def _finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str,
     hosts = sorted(item_hosts or {h for ev in ordered if (h := ev.host or file_host.get(ev.source))})
     ranks = sorted(item_ranks or {ev.rank for ev in ordered if ev.rank is not None})
     primary = items[0] if items else {}
-    extra = {"count": len(items), "hosts": ", ".join(hosts[:8]) or "?", "nhosts": len(hosts),
+    # events beyond KEEP_PER_KIND of a kind are counted, not kept: say "at least" then
+    capped = any(model.folded.get(k) for k in {ev.kind for ev in ordered})
+    extra = {"count": f"{len(items)}+" if capped else len(items), "hosts": ", ".join(hosts[:8]) or "?",
+             "nhosts": len(hosts),
              "ranks": ", ".join(map(str, ranks[:16])) or "?"}
     fill = lambda s: _fill(s, primary, named, extra)  # noqa: E731
     f = Finding(rule_id=rule.id, name=rule.name, category=rule.category, severity=rule.severity.name,

@@ -44,7 +44,7 @@ class Event:
 
     def __repr__(self) -> str:
         """As a dataclass repr; one shared method instead of ~70 generated ones (start-up)."""
-        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in _names(type(self)))
         return f"{type(self).__name__}({args})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,13 +54,19 @@ class Event:
             v = getattr(self, name)
             if v is None:
                 continue
-            out[name] = v if type(v) in _SCALARS else _plain(v)
+            out[name] = v if type(v) in _SCALARS else plain(v)
         return out
 
     @property
     def error(self) -> bool:
         """True when this line reports a problem (WARN, exception, error-level log)."""
         return self.is_error or self.level in ("WARN", "E", "F", "ERROR", "CRITICAL", "FATAL")
+
+    @property
+    def wraps_message(self) -> bool:
+        """True for a message that carries another one ("watchdog thread terminated with
+        exception: <message>"): a message the grammar knows inside it is the better event."""
+        return False
 
 
 _SCALARS = frozenset({str, int, float, bool})
@@ -75,11 +81,12 @@ def _names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _plain(v: Any) -> Any:
+def plain(v: Any) -> Any:
+    """A field value as ``to_dict`` shows it: value records as dicts, tuples as lists."""
     if isinstance(v, tuple):
-        return [_plain(x) for x in v]
+        return [plain(x) for x in v]
     if hasattr(v, "__dataclass_fields__") and not isinstance(v, type):
-        return {name: _plain(getattr(v, name)) for name in _names(type(v))}
+        return {name: plain(getattr(v, name)) for name in _names(type(v))}
     return v
 
 
@@ -538,6 +545,10 @@ class PgAbort(Event):
     detail: str | None = None  # terminating: the reason; watchdog_exception: the exception text
     pg: str | None = None
     pg_rank: int | None = None
+
+    @property
+    def wraps_message(self) -> bool:
+        return self.what == "watchdog_exception"
 
 
 @ev("collective_mismatch", error=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, guarded
+from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, guarded, repair_notes
 
 BLOCK = 1 << 20
 _SNIFF = 8192
@@ -142,12 +142,7 @@ class BlockReader:
             bad += counter[0]
             lineno += 1
         self.lines = lineno - 1
-        if bad:
-            self._note(f"{bad} line(s) with invalid UTF-8, decoded with replacement characters")
-        if self._nul:
-            self._note(f"{self._nul} line(s) with NUL bytes, NUL bytes removed")
-        if cut > 1:
-            self._note(f"{cut} lines longer than {self.max_line} bytes were cut")
+        repair_notes(self, bad, self._nul, cut, self.max_line)
 
     def _has_long_line(self, text: str) -> bool:
         """Whether a line of this block is over ``max_line``.

@@ -206,6 +206,17 @@ def guarded(reader, body):  # type: ignore[no-untyped-def]
             raw.close()
 
 
+def repair_notes(reader, bad_utf8: int, nul: int, cut: int, limit: int, unit: str = "bytes") -> None:  # type: ignore[no-untyped-def]
+    """The end-of-file notices of what a reader repaired, worded the same by every reader
+    (the first cut line has its own notice, with its number, when it is met)."""
+    if bad_utf8:
+        reader._note(f"{bad_utf8} line(s) with invalid UTF-8, decoded with replacement characters")
+    if nul:
+        reader._note(f"{nul} line(s) with NUL bytes, NUL bytes removed")
+    if cut > 1:
+        reader._note(f"{cut} lines longer than {limit} {unit} were cut")
+
+
 class LineReader:
     """Iterates ``(line_number, text)`` over one input, repairing what it can.
 
@@ -281,10 +292,7 @@ class LineReader:
                 nul += 1
             for seg in clean(line):
                 yield self.lines, seg
-        if nul:
-            self._note(f"{nul} line(s) with NUL bytes, NUL bytes removed")
-        if cut > 1:
-            self._note(f"{cut} lines longer than {limit} characters were cut")
+        repair_notes(self, 0, nul, cut, limit, "characters")
 
     def _read_bytes(self, stream: BinaryIO) -> Iterator[tuple[int, str]]:
         limit = self.max_line
@@ -315,12 +323,7 @@ class LineReader:
             self.lines = n
             for seg in clean(s):
                 yield n, seg
-        if bad_utf8:
-            self._note(f"{bad_utf8} line(s) with invalid UTF-8, decoded with replacement characters")
-        if nul:
-            self._note(f"{nul} line(s) with NUL bytes, NUL bytes removed")
-        if cut > 1:
-            self._note(f"{cut} lines longer than {limit} bytes were cut")
+        repair_notes(self, bad_utf8, nul, cut, limit)
 
     @staticmethod
     def _skip_rest(readline, ends=(b"\n",)) -> int:  # type: ignore[no-untyped-def]

@@ -80,9 +80,6 @@ def anchor_starts(body: str) -> list[int]:
     return starts
 
 
-#: (kind, what) of messages that carry another message ("watchdog thread terminated with
-#: exception: <message>"): the inner message, when the grammar knows it, is the event
-_WRAPPERS = frozenset({("pg_abort", "watchdog_exception")})
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
 _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
@@ -332,10 +329,12 @@ class FileParser:
                 self._lines[key] = tpl  # type: ignore[index]
         if tpl is None:
             return None
-        if ascii_line and len(self._fixed) < 100_000:
+        if ascii_line and len(self._fixed) < 100_000 and key not in self.cache.no_fixed:
             fill = fixed_fill(tpl, parts)
             if fill is not None:
                 self._fixed[fkey] = (tpl.kind, fill)
+            elif len(self.cache.no_fixed) < 50_000:  # hex runs (pointers): asked once per shape
+                self.cache.no_fixed.add(key)
         return self._from_raw(lineno, text, tpl.kind, tpl.fill(parts))
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> Any:
@@ -455,7 +454,7 @@ class FileParser:
         for at in anchor_starts(body):
             ev = self._parse_at(rec, body, at, lineno, text)
             if ev is not None:
-                if (ev.kind, getattr(ev, "what", None)) not in _WRAPPERS:
+                if not ev.wraps_message:
                     return ev
                 wrapper = wrapper or ev  # a message known inside it says more: keep looking
         if wrapper is not None:

@@ -168,6 +168,8 @@ class ShapeCache:
         self.line_templates: dict[str, Any] = {}
         #: position-exact line shape (bytes) -> (rule, generated slice fill)
         self.fixed_templates: dict[bytes, Any] = {}
+        #: line shapes whose lines hold hex runs (pointers): no position-exact template
+        self.no_fixed: set[str] = set()
         self.hits = self.misses = self.parses = 0
         self._store: TemplateStore | None = TemplateStore() if store and enabled else None
 

@@ -14,6 +14,7 @@ from .. import events as E
 from .facts import Fact, fact, ranges
 from .job import JobModel, Process
 
+
 def _median(values: Any) -> float:
     """statistics.median (the mean of the two middle values for an even count), without
     importing statistics (decimal and fractions: ~4 ms of a chat-sized run's start-up)."""

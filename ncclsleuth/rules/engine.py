@@ -69,10 +69,6 @@ def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = Fals
     return rules, errors
 
 
-def _load_one(path: Path) -> Rule:
-    return validate(_read_yaml(path), str(path))
-
-
 def _read_yaml(path: Path) -> Any:
     import yaml
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..events import Event
+from ..events import Event, plain
 from ..model.facts import FACTS
 from ..model.job import JobModel
 
@@ -28,12 +28,11 @@ class Match:
 
 
 class Context:
-    """Per-evaluation caches (event dicts, fact results) shared by all rules."""
+    """Per-evaluation cache of fact results, shared by all rules."""
 
     def __init__(self, model: JobModel) -> None:
         self.model = model
         self._facts: dict[str, list[dict[str, Any]]] = {}
-        self._events: dict[str, list[dict[str, Any]]] = {}
 
     def fact(self, name: str) -> list[dict[str, Any]]:
         if name not in self._facts:
@@ -138,11 +137,11 @@ def _getter(path: str, events: bool) -> Any:
         head, rest = parts[0], parts[1:]
         attr = "text" if head == "message_text" else head
         if not rest:
-            return lambda it: _plainish(getattr(it, attr, None))
+            return lambda it: plain(getattr(it, attr, None))
         return lambda it: _walk(getattr(it, attr, None), rest)
     if len(parts) == 1:
         name = parts[0]
-        return lambda it: _plainish(it.get(name)) if isinstance(it, dict) else None
+        return lambda it: plain(it.get(name)) if isinstance(it, dict) else None
     return lambda it: _walk(it, parts)
 
 
@@ -154,7 +153,7 @@ def _walk(cur: Any, parts: list[str]) -> Any:
             cur = _field(cur, part)
             if cur is None:
                 return None
-    return [_plainish(x) for x in cur] if isinstance(cur, list) else _plainish(cur)
+    return [plain(x) for x in cur] if isinstance(cur, list) else plain(cur)
 
 
 def _field(x: Any, name: str) -> Any:
@@ -163,20 +162,6 @@ def _field(x: Any, name: str) -> Any:
     if hasattr(x, "__dataclass_fields__"):
         return getattr(x, name, None)
     return None
-
-
-def _get(item: Any, path: str) -> Any:
-    """The value of ``path`` in one item (an event or a fact record)."""
-    return _getter(path, isinstance(item, Event))(item)
-
-
-def _plainish(v: Any) -> Any:
-    """Dataclass values (interfaces, IB devices) as dicts, tuples as lists: what to_dict gives."""
-    if isinstance(v, tuple):
-        return [_plainish(x) for x in v]
-    if hasattr(v, "__dataclass_fields__"):
-        return {k: getattr(v, k) for k in v.__dataclass_fields__}
-    return v
 
 
 @lru_cache(maxsize=4096)

@@ -126,7 +126,6 @@ def validate(doc: Any, path: str) -> Rule:
     for i, cond in enumerate(doc.get("explains", ())):
         check_condition(cond, path, f"explains[{i}]")
     tests = tuple(_test(t, path, i) for i, t in enumerate(doc["tests"]))
-
     return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"], severity=sev,
                 confidence=conf, description=doc["description"], match=doc["match"], message=doc["message"],
                 fix=doc["fix"], references=tuple(doc["references"]), tests=tests, path=path, role=role,

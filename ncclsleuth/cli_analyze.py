@@ -56,13 +56,12 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
     """Say why the job that wrote PATHS (files, folders, s3://... URLs, - for stdin) failed or is slow."""
     from .pipeline import analyze as run
     from .progress import progress_for
-    from .rules.schema import Severity
 
     engine = _engine(paths, scheduler, jobs)
-    rules = _load(rule_dirs, keep_going)
     with progress_for(enabled=sys.stderr.isatty() and sys.stdout.isatty() and fmt == "terminal") as tick:
-        try:
-            report, files_read = run(list(paths), rules, cache=not no_cache, jobs=jobs, progress=tick, engine=engine)
+        try:  # the rule pack loads while the workers parse
+            report, files_read = run(list(paths), lambda: _load(rule_dirs, keep_going), cache=not no_cache,
+                                     jobs=jobs, progress=tick, engine=engine)
         except Exception as exc:
             from .remote import EngineError  # only reached with an engine: fsspec/dask already imported
 
@@ -88,6 +87,8 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
         click.echo(text, nl=not text.endswith("\n"))
     allow_fast_exit()  # everything is written: no need to free the model object by object
     if fail_on != "never":
+        from .rules.schema import Severity
+
         threshold = Severity.parse(fail_on)
         if any(Severity.parse(f.severity) >= threshold for f in report.findings):
             sys.exit(EXIT_FINDINGS)

@@ -4,12 +4,16 @@ Every event carries its origin (file, line) so a finding can quote it as evidenc
 plus whatever the line's envelope told us (host, pid, tid, device, launcher rank,
 timestamp).  The typed fields come from the grammar (`ncclsleuth/grammar`).
 
-Events are slotted dataclasses: a 10,000-rank job produces millions of them and they
+Events are slotted classes: a 10,000-rank job produces millions of them and they
 must be cheap.  They are immutable by convention, not at run time: nothing changes an
 event after the parser builds it, and a frozen dataclass's ``__init__`` (one
-``object.__setattr__`` per field) cost 1.66 us an event against 0.47 us, and ~20 ms of
-start-up for the ~70 classes (with generated ``__repr__`` methods).  Value types (interfaces, IB devices, tree edges) stay
-frozen: they compare and hash by value.  ``to_dict()`` returns builtins only, so JSON output and the
+``object.__setattr__`` per field) cost 1.66 us an event against 0.47 us.  They are
+not dataclasses either: ``@dataclass`` on ~75 classes took 27 ms of every start-up
+(one compile per generated method, ``inspect.signature`` for each missing docstring).
+:func:`ev` builds the same slotted class with the same keyword/positional
+``__init__``, compiled the first time a kind is built (a run meets a few dozen kinds).
+Value types (interfaces, IB devices, tree edges) stay frozen dataclasses: they compare
+and hash by value.  ``to_dict()`` returns builtins only, so JSON output and the
 per-file results shipped between processes never depend on these classes.
 """
 from __future__ import annotations
@@ -24,12 +28,63 @@ ERROR_KINDS: set[str] = set()
 REGISTRY: dict[str, type[Event]] = {}
 
 
-@dataclass(slots=True, eq=False, repr=False)
+def _lazy_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """First construction of a class: compile its real ``__init__``, then use it."""
+    _compile_init(type(self))(self, *args, **kwargs)
+
+
+def _compile_init(cls: type) -> Any:
+    """``def __init__(self, source, line, text, host=None, ...)``: one assignment per
+    field, defaults as declared, the signature a dataclass would have."""
+    names = cls.FIELDS  # type: ignore[attr-defined]
+    defaults = cls._DEFAULTS  # type: ignore[attr-defined]
+    body = "".join(f"\n    self.{n} = {n}" for n in names) or "\n    pass"
+    ns: dict[str, Any] = {}
+    exec(f"def __init__(self, {', '.join(names)}):{body}", ns)  # noqa: S102 - our own field names
+    init = ns["__init__"]
+    init.__defaults__ = tuple(defaults[n] for n in names[len(names) - len(defaults):])
+    init.__qualname__ = f"{cls.__name__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+    return init
+
+
+def _slotted(cls: type) -> type:
+    """``cls`` rebuilt with ``__slots__`` for its own annotated fields (ClassVars excepted).
+
+    ``FIELDS`` lists every field in order (inherited first), ``FIELD_TYPES`` their
+    annotation strings and ``_DEFAULTS`` their defaults; as with a dataclass, a field
+    without a default may not follow one that has a default.
+    """
+    base = cls.__mro__[1]
+    types = dict(getattr(base, "FIELD_TYPES", {}))
+    defaults = dict(getattr(base, "_DEFAULTS", {}))
+    ns = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    own = []
+    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+        if str(ann).startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        own.append(name)
+        types[name] = str(ann)
+        if name in ns:
+            defaults[name] = ns.pop(name)
+        elif defaults:
+            raise TypeError(f"{cls.__name__}.{name}: a field without a default follows one with a default")
+    ns["__slots__"] = tuple(own)
+    ns["FIELDS"] = tuple(types)
+    ns["FIELD_TYPES"] = types
+    ns["_DEFAULTS"] = defaults
+    ns["__init__"] = _lazy_init
+    return type(cls)(cls.__name__, cls.__bases__, ns)
+
+
+@_slotted
 class Event:
     """Common envelope of every event."""
 
     kind: ClassVar[str] = "event"
     is_error: ClassVar[bool] = False
+    FIELDS: ClassVar[tuple[str, ...]]
+    FIELD_TYPES: ClassVar[dict[str, str]]
 
     source: str
     line: int
@@ -43,14 +98,14 @@ class Event:
     level: str | None = None
 
     def __repr__(self) -> str:
-        """As a dataclass repr; one shared method instead of ~70 generated ones (start-up)."""
-        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in _names(type(self)))
+        """As a dataclass repr."""
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
         return f"{type(self).__name__}({args})"
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as builtins, ``kind`` first, ``None`` values dropped."""
         out: dict[str, Any] = {"kind": self.kind}
-        for name in _names(type(self)):
+        for name in self.FIELDS:
             v = getattr(self, name)
             if v is None:
                 continue
@@ -74,18 +129,25 @@ _NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _names(cls: type) -> tuple[str, ...]:
-    """Field names of a dataclass, in order (``dataclasses.fields`` filters on every call)."""
+    """Field names of an event or value record, in order (``dataclasses.fields`` filters
+    on every call)."""
     names = _NAMES.get(cls)
     if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        fields = getattr(cls, "FIELDS", None)
+        names = _NAMES[cls] = fields if fields is not None else tuple(f.name for f in dataclasses.fields(cls))
     return names
+
+
+def is_record(v: Any) -> bool:
+    """True for an event or a value record: fields read as attributes."""
+    return isinstance(v, Event) or (hasattr(v, "__dataclass_fields__") and not isinstance(v, type))
 
 
 def plain(v: Any) -> Any:
     """A field value as ``to_dict`` shows it: value records as dicts, tuples as lists."""
     if isinstance(v, tuple):
         return [plain(x) for x in v]
-    if hasattr(v, "__dataclass_fields__") and not isinstance(v, type):
+    if is_record(v):
         return {name: plain(getattr(v, name)) for name in _names(type(v))}
     return v
 
@@ -105,14 +167,13 @@ def register(kind: str, *, error: bool = False) -> Any:
 
 
 def ev(kind: str, *, error: bool = False):  # type: ignore[no-untyped-def]
-    """Shorthand: ``@ev("kind")`` = slotted dataclass + register.
+    """Shorthand: ``@ev("kind")`` = slotted event class + register.
 
-    ``eq=False``: events compare by identity (each is one line of one file), and skipping
-    the generated ``__eq__``/``__hash__`` of ~75 classes saves ~10 ms of start-up.
+    Events compare by identity (each is one line of one file): no ``__eq__``/``__hash__``.
     """
 
     def deco(cls: type) -> type[Event]:
-        return register(kind, error=error)(dataclass(slots=True, eq=False, repr=False)(cls))
+        return register(kind, error=error)(_slotted(cls))
 
     return deco
 

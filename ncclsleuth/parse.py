@@ -84,7 +84,7 @@ _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
 _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
 _PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
-                        if "pg" in getattr(c, "__dataclass_fields__", {}))
+                        if "pg" in c.FIELD_TYPES)
 _TB_START = "Traceback (most recent call last):"
 _MISS = object()
 #: rules whose events depend on parser state (never rebuilt from a line template)
@@ -481,7 +481,7 @@ class FileParser:
     def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict) -> E.Event:  # type: ignore[type-arg]
         if rec.pg is not None and cls in _PG_CLASSES:
             fields.setdefault("pg", rec.pg)
-            if rec.pg_rank is not None and "pg_rank" in cls.__dataclass_fields__:
+            if rec.pg_rank is not None and "pg_rank" in cls.FIELD_TYPES:
                 fields.setdefault("pg_rank", rec.pg_rank)
         return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)

@@ -140,7 +140,7 @@ def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
 
 
 def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, progress=None,  # type: ignore[no-untyped-def]
-                engine=None):
+                engine=None, meanwhile=None):
     """Parse every input into one :class:`JobModel`; returns (model, notices, files_read).
 
     Each file is parsed into its own model and merged in input order, whether in this
@@ -150,12 +150,17 @@ def build_model(paths: list[str], cache: bool = True, jobs: int | None = 1, prog
     cluster): ``engine(paths, cache)`` returns an iterable of ``parse_one`` results in
     input order, whose ``notices`` attribute (discovery notices, complete once iterated)
     goes first in the notices, as :func:`discover`'s do here.
+
+    ``meanwhile()`` is called once before the first result: right after the worker
+    processes start, so that work done there (loading the rule pack) overlaps their
+    parsing, or before any parsing when there are no workers (a broken rule file is
+    reported at once, not after a 2 GB log was read).
     """
     with paused():
-        return _build_model(paths, cache, jobs, progress, engine)
+        return _build_model(paths, cache, jobs, progress, engine, meanwhile)
 
 
-def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engine):  # type: ignore[no-untyped-def]
+def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engine, meanwhile):  # type: ignore[no-untyped-def]
     from .model import JobModel
     from .model.job import merge
 
@@ -170,10 +175,13 @@ def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engi
         results = iter(source)
     elif _worth_parallel((found := discover(paths)).files, jobs):
         notices = list(found.notices)
-        results = source = _parallel_results(found.files, jobs, cache)  # closed below: stops the pool
+        results = source = _parallel_results(found.files, jobs, cache, meanwhile)  # closed below: stops the pool
+        meanwhile = None
     else:
         notices = list(found.notices)
         results = (parse_one(f, cache) for f in found.files)
+    if meanwhile is not None:
+        meanwhile()
     try:
         for part, file_notices, read in results:
             merge(model, part)
@@ -192,37 +200,67 @@ def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engi
     return model, notices, files_read
 
 
-# Work sharing between this process and the workers: one shared counter hands out the
+# Work sharing between this process and the workers: one shared counter (_Claims) hands out the
 # next run of files to whichever process asks first, so no process sits idle while
-# another still has queued runs (the executor pre-queues tasks; only when a task starts
-# does it claim a run).  Set in each worker by the pool's initializer.
-_SHARED: tuple[Any, list[list[InputFile]], bool] | None = None
+# another still has runs to parse.  Each worker parses run after run on its own and puts
+# each result on a queue (a feeder thread writes it to the pipe, so the worker never
+# waits for this process to read); this process reads the queue only when it needs the
+# next result in order.  No executor: with ProcessPoolExecutor each task round-tripped
+# through a manager thread here, which needed the GIL from this thread's parsing, and
+# the worker sat 1-4 ms idle between runs.
 
 
-def _init_worker(counter, runs: list[list[InputFile]], cache: bool) -> None:  # type: ignore[no-untyped-def]
-    global _SHARED
-    _SHARED = (counter, runs, cache)
+class _Claims:
+    """Hands out run indices 0..n-1, each once, to this process and its workers.
+
+    With fork, the counter is 4 bytes of anonymous shared memory under a lock, which the
+    workers inherit.  ``multiprocessing.Value`` does the same through ctypes and a heap
+    arena in a temporary file: 11 ms of imports and set-up, 1.5% of a 1M-line job's
+    serial time.  Other start methods pickle the arguments, so they get the Value.
+    """
+
+    def __init__(self, ctx, n: int) -> None:  # type: ignore[no-untyped-def]
+        self.n = n
+        if ctx.get_start_method() == "fork":
+            import mmap
+
+            self.lock, self.mem, self.value = ctx.Lock(), mmap.mmap(-1, 4), None
+        else:
+            self.lock, self.mem, self.value = None, None, ctx.Value("i", 0)
+
+    def next(self) -> int | None:
+        """The next unclaimed index, or None when all are claimed."""
+        if self.mem is None:
+            with self.value.get_lock():
+                i = self.value.value
+                if i < self.n:
+                    self.value.value = i + 1
+        else:
+            with self.lock:
+                i = int.from_bytes(self.mem[:4], "little")
+                if i < self.n:
+                    self.mem[:4] = (i + 1).to_bytes(4, "little")
+        return i if i < self.n else None
 
 
-def _claim(counter, n: int) -> int | None:  # type: ignore[no-untyped-def]
-    with counter.get_lock():
-        i = counter.value
-        if i >= n:
-            return None
-        counter.value = i + 1
-    return i
+def _worker_loop(claims: _Claims, runs: list[list[InputFile]], cache: bool, out) -> None:  # type: ignore[no-untyped-def]
+    """Worker process: parse unclaimed runs until none is left.
 
-
-def _claimed_task(_slot: int):  # type: ignore[no-untyped-def]
-    """Worker task: parse the next unclaimed run, if any is left."""
-    assert _SHARED is not None
-    counter, runs, cache = _SHARED
-    i = _claim(counter, len(runs))
-    if i is None:
-        return None
-    out = _parse_task((runs[i], cache))
-    _worker_cache(cache).save()  # templates learned here go to disk too (no-op when none)
-    return i, out
+    A run that fails here is handed back (``("failed", i)``) rather than reported: this
+    process parses it again, so a bug raises there with its own traceback, and a worker
+    that dies (killed, out of memory) costs time, not results.
+    """
+    i = None
+    try:
+        while (i := claims.next()) is not None:
+            out.put((i, _parse_task((runs[i], cache))))
+        i = None
+        _worker_cache(cache).save()  # templates learned here go to disk too (no-op when none)
+    except KeyboardInterrupt:
+        return
+    except Exception:  # noqa: BLE001 - handed back: the parent parses the run and raises there
+        if i is not None:
+            out.put(("failed", i))
 
 
 def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
@@ -236,60 +274,95 @@ def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
     return out
 
 
-def _parallel_results(files: list[InputFile], jobs: int, cache: bool):  # type: ignore[no-untyped-def]
+def _start_method() -> str:
+    """fork where there is one: workers inherit the imported modules and cached templates
+    (spawn or forkserver would import everything again, ~0.1 s a worker)."""
+    import multiprocessing as mp
+
+    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
+def _parallel_results(files: list[InputFile], jobs: int, cache: bool, meanwhile=None):  # type: ignore[no-untyped-def]
     """Per-run results in input order from ``jobs - 1`` worker processes and this one.
 
     This process claims runs like a worker whenever the next result in order is not
     ready, so ``--jobs 2`` keeps two cores busy with two processes, and this process's
     share is never pickled.  Results arriving early wait in ``ready`` (a few runs).
+    ``meanwhile()`` runs here once the workers have started.
     """
-    import concurrent.futures as cf
     import multiprocessing as mp
     import queue
 
+    ctx = mp.get_context(_start_method())
     runs = _runs(files, jobs)
-    counter = mp.Value("i", 0)
-    # The pool's manager thread receives worker results in 64 KB pipe reads, each
-    # needing the GIL from this thread's parsing: with the default 5 ms switch interval
-    # a worker waited seconds to hand over a result.  Hand the GIL over sooner.
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.0002)
-    done: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    with cf.ProcessPoolExecutor(max_workers=jobs - 1, initializer=_init_worker,
-                                initargs=(counter, runs, cache)) as pool:
-        try:
-            for slot in range(len(runs)):
-                pool.submit(_claimed_task, slot).add_done_callback(done.put)
-            ready: dict[int, Any] = {}
-            for k in range(len(runs)):
-                while k not in ready:
-                    while not done.empty():
-                        got = done.get().result()  # re-raises a worker's exception
-                        if got is not None:
-                            ready[got[0]] = got[1]
-                    if k in ready:
-                        break
-                    i = _claim(counter, len(runs))
-                    if i is not None:
-                        ready[i] = _parse_task((runs[i], cache))
-                    else:
-                        got = done.get().result()  # all claimed: wait for a worker
-                        if got is not None:
-                            ready[got[0]] = got[1]
-                yield ready.pop(k)
-        finally:
-            sys.setswitchinterval(interval)
-            pool.shutdown(cancel_futures=True)
+    claims = _Claims(ctx, len(runs))
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_worker_loop, args=(claims, runs, cache, out), daemon=True)
+             for _ in range(jobs - 1)]
+    for p in procs:
+        p.start()
+    ready: dict[int, Any] = {}
+    handed_back: set[int] = set()
+
+    def take(item: Any) -> None:
+        if item[0] == "failed":
+            handed_back.add(item[1])
+        elif item[0] >= k and item[0] not in ready:
+            ready[item[0]] = item[1]
+
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        for k in range(len(runs)):
+            while k not in ready:
+                try:
+                    while True:
+                        take(out.get_nowait())
+                except queue.Empty:
+                    pass
+                if k in ready:
+                    break
+                i = k if k in handed_back else claims.next()
+                if i is not None:
+                    handed_back.discard(i)
+                    ready[i] = _parse_task((runs[i], cache))
+                    continue
+                try:  # every run is claimed and a worker has run k: wait for it
+                    take(out.get(timeout=0.5))
+                except queue.Empty:
+                    if any(p.exitcode not in (None, 0) for p in procs):
+                        handed_back.add(k)  # its worker died: parse run k here
+            yield ready.pop(k)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join()
+        out.close()
 
 
 def analyze(paths: list[str], rules=None, cache: bool = True, jobs: int | None = 1,  # type: ignore[no-untyped-def]
             progress=None, engine=None):
-    """The main job: paths -> :class:`~ncclsleuth.report.Report` (and how many files were read)."""
-    from .rules.engine import build_report, load_rules
+    """The main job: paths -> :class:`~ncclsleuth.report.Report` (and how many files were read).
 
-    if rules is None:
-        rules, _ = load_rules()
+    ``rules``: a list of rules, a function returning one, or None for the shipped pack.
+    A function (or the default) is called while the workers parse (see ``meanwhile`` in
+    :func:`build_model`), so loading the rule pack and its modules overlaps parsing.
+    """
+    loaded: list[Any] = []
+
+    def load() -> None:
+        if rules is None:
+            from .rules.engine import load_rules
+
+            loaded.append(load_rules()[0])
+        else:
+            loaded.append(rules() if callable(rules) else rules)
+
     with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
-        model, notices, files_read = build_model(paths, cache, jobs, progress, engine)
-        report = build_report(model, rules, [n.to_dict() for n in notices])
+        model, notices, files_read = build_model(paths, cache, jobs, progress, engine, meanwhile=load)
+        from .rules.engine import build_report
+
+        report = build_report(model, loaded[0], [n.to_dict() for n in notices])
     return report, files_read

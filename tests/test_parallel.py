@@ -92,3 +92,97 @@ def test_fast_exit_only_after_analyze(tmp_path):
         assert res.returncode in (0, 1), res.stderr
         assert res.stdout.strip()  # the output is all there
         assert mark.exists() is teardown, args
+
+
+_PARENT = os.getpid()
+
+
+def _failing_in_worker(args):  # type: ignore[no-untyped-def]
+    """_parse_task that raises in a worker process (a bug there) and works here."""
+    if os.getpid() != _PARENT:
+        raise RuntimeError("worker bug")
+    return _slow_task(args)
+
+
+def _dying_worker(args):  # type: ignore[no-untyped-def]
+    """_parse_task whose worker process dies (killed, out of memory) on its first run."""
+    if os.getpid() != _PARENT:
+        os._exit(9)
+    return _slow_task(args)
+
+
+def test_a_run_that_fails_in_a_worker_is_parsed_here(monkeypatch):
+    monkeypatch.setattr(P, "_parse_task", _failing_in_worker)
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    results = list(P._parallel_results(files, 2, True))
+    assert {m.parsed_by for m, _, _ in results} == {os.getpid()}
+    assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
+
+
+def test_a_dead_worker_costs_time_not_results(monkeypatch):
+    monkeypatch.setattr(P, "_parse_task", _dying_worker)
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    results = list(P._parallel_results(files, 2, True))
+    assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
+
+
+def test_a_bug_raises_here_with_its_own_error(monkeypatch):
+    """A run that fails everywhere raises in this process (not a hang, not a lost run)."""
+    def broken(args):  # type: ignore[no-untyped-def]
+        raise ValueError("parser bug")
+
+    monkeypatch.setattr(P, "_parse_task", broken)
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    try:
+        list(P._parallel_results(files, 2, True))
+    except ValueError as exc:
+        assert str(exc) == "parser bug"
+    else:
+        raise AssertionError("no error")
+
+
+def test_claims_hand_out_each_index_once_across_processes():
+    import multiprocessing as mp
+
+    ctx = mp.get_context(P._start_method())
+    claims = P._Claims(ctx, 2000)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_claim_all, args=(claims, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    mine = _claimed(claims)
+    got = [out.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join()
+    every = mine + [i for g in got for i in g]
+    assert sorted(every) == list(range(2000))
+    assert claims.next() is None
+
+
+def _claimed(claims):  # type: ignore[no-untyped-def]
+    out = []
+    while (i := claims.next()) is not None:
+        out.append(i)
+    return out
+
+
+def _claim_all(claims, out):  # type: ignore[no-untyped-def]
+    out.put(_claimed(claims))
+
+
+def test_rules_load_while_workers_parse_and_before_a_serial_parse(monkeypatch):
+    """``meanwhile`` (the rule pack's loading) overlaps the workers' parsing; with no
+    workers it comes first, so a broken rule file is reported before a long parse."""
+    import multiprocessing as mp
+
+    job = [str(ROOT / "fixtures" / "examples" / "desync-16")]
+    seen = []
+    monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)
+    P.build_model(job, jobs=2, meanwhile=lambda: seen.append(len(mp.active_children())))
+    assert seen == [1]
+
+    order = []
+    real = P.parse_one
+    monkeypatch.setattr(P, "parse_one", lambda *a, **k: (order.append("parse"), real(*a, **k))[1])
+    P.build_model(job, jobs=1, meanwhile=lambda: order.append("meanwhile"))
+    assert order[0] == "meanwhile" and order.count("meanwhile") == 1 and "parse" in order

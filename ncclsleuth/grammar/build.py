@@ -538,10 +538,10 @@ def _converters(cls: type[E.Event]) -> tuple[tuple[str, Any], ...]:
     conv = _CONVERTERS.get(cls)
     if conv is None:
         out = []
-        for name, f in cls.__dataclass_fields__.items():  # type: ignore[attr-defined]
-            if name in E.Event.__dataclass_fields__ or name.startswith("_"):
+        for name, annotation in cls.FIELD_TYPES.items():
+            if name in E.Event.FIELD_TYPES or name.startswith("_"):
                 continue
-            names = _type_names(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)))
+            names = _type_names(annotation)
             if "int" in names and "str" not in names:
                 out.append((name, _int))
             elif "float" in names and "str" not in names:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..events import Event, plain
+from ..events import Event, is_record, plain
 from ..model.facts import FACTS
 from ..model.job import JobModel
 
@@ -159,7 +159,7 @@ def _walk(cur: Any, parts: list[str]) -> Any:
 def _field(x: Any, name: str) -> Any:
     if isinstance(x, dict):
         return x.get(name)
-    if hasattr(x, "__dataclass_fields__"):
+    if is_record(x):
         return getattr(x, name, None)
     return None
 

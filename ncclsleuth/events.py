@@ -102,6 +102,11 @@ class Event:
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
         return f"{type(self).__name__}({args})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the class and its field values: rebuilt by one ``__init__`` call
+        instead of one ``setattr`` per slot (workers ship thousands of events)."""
+        return type(self), tuple([getattr(self, n) for n in self.FIELDS])
+
     def to_dict(self) -> dict[str, Any]:
         """All fields as builtins, ``kind`` first, ``None`` values dropped."""
         out: dict[str, Any] = {"kind": self.kind}

@@ -1,4 +1,4 @@
-"""Block reading for analyze: decoded text in ~1 MB blocks instead of one line at a time.
+"""Block reading for analyze: decoded text in 64 KB blocks instead of one line at a time.
 
 Per-line Python work is what limits a log parser written in Python; at NCCL_DEBUG=INFO
 plus training output, most lines mean nothing to the diagnosis.  The block reader
@@ -17,7 +17,12 @@ from collections.abc import Iterator
 
 from .ingest import MAX_LINE_BYTES, InputFile, LineReader, Notice, _decompress, _looks_binary, guarded, repair_notes
 
-BLOCK = 1 << 20
+#: Bytes read per block.  64 KB keeps every per-block buffer (the read, the decoded text)
+#: under glibc's 128 KB mmap threshold, so freed blocks are reused from the heap.  With
+#: 1 MB blocks each buffer was a fresh mmap or a re-grown heap top: 36,000-60,000 page
+#: faults on a 1M-line job against 4,000-7,000, and 0.76-0.82 s against 0.69-0.70 s
+#: (a 240 MB single-rank log: 1.67 s against 1.43 s).
+BLOCK = 64 << 10
 _SNIFF = 8192
 
 

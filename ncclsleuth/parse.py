@@ -18,7 +18,8 @@ from . import catalog
 from . import events as E
 from .envelope import Record, peel
 from .ingest import clean
-from .grammar import ShapeCache, Template, fixed_fill, fixed_key, split_line
+from . import grammar
+from .grammar import ShapeCache, Template, fixed_fill, fixed_key, has_hex, split_line
 from .grammar.build import build
 
 # Where a meaningful message may start inside a non-NCCL line (PyTorch, nccl-tests,
@@ -162,6 +163,7 @@ class FileParser:
         #: line shape -> Template (analyze only: parse keeps the full envelope path)
         self._lines: dict[str, Template | None] | None = None if keep_text else self.cache.line_templates
         self._fixed: dict[bytes, Any] = self.cache.fixed_templates
+        self._fixed_seen: dict[bytes, int] = self.cache.fixed_seen
         self._tests = False
         self.stats = ParseStats()
         self._tb: dict[int | None, _Tb] = {}
@@ -329,13 +331,23 @@ class FileParser:
                 self._lines[key] = tpl  # type: ignore[index]
         if tpl is None:
             return None
-        if ascii_line and len(self._fixed) < 100_000 and key not in self.cache.no_fixed:
-            fill = fixed_fill(tpl, parts)
-            if fill is not None:
-                self._fixed[fkey] = (tpl.kind, fill)
-            elif len(self.cache.no_fixed) < 50_000:  # hex runs (pointers): asked once per shape
-                self.cache.no_fixed.add(key)
+        if ascii_line and key not in self.cache.no_fixed:
+            self._learn_fixed(fkey, key, tpl, parts)
         return self._from_raw(lineno, text, tpl.kind, tpl.fill(parts))
+
+    def _learn_fixed(self, fkey: bytes, key: str, tpl: Template, parts: list[str]) -> None:
+        """Count a position-exact shape's lines; at the ``COMPILE_AFTER``-th, compile its
+        fill (most such shapes are met a handful of times: see grammar.Template)."""
+        if has_hex(parts):  # pointers differ on every line: no reuse to gain (asked once per shape)
+            if len(self.cache.no_fixed) < 50_000:
+                self.cache.no_fixed.add(key)
+            return
+        seen = self._fixed_seen.get(fkey, 0) + 1
+        if seen >= grammar.COMPILE_AFTER and len(self._fixed) < 100_000:
+            self._fixed[fkey] = (tpl.kind, fixed_fill(tpl, parts))
+            self._fixed_seen.pop(fkey, None)
+        elif len(self._fixed_seen) < 100_000:
+            self._fixed_seen[fkey] = seen
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> Any:
         host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")

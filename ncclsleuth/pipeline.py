@@ -127,8 +127,10 @@ PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 
 
 def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
-    """Processes pay off only for several files and enough bytes (start-up costs ~0.2 s)."""
-    if jobs <= 1 or len(files) < 2:
+    """Processes pay off only for several files and enough bytes, where fork exists."""
+    from .workers import available
+
+    if jobs <= 1 or len(files) < 2 or not available():
         return False
     total = 0
     for f in files:
@@ -200,69 +202,6 @@ def _build_model(paths: list[str], cache: bool, jobs: int | None, progress, engi
     return model, notices, files_read
 
 
-# Work sharing between this process and the workers: one shared counter (_Claims) hands out the
-# next run of files to whichever process asks first, so no process sits idle while
-# another still has runs to parse.  Each worker parses run after run on its own and puts
-# each result on a queue (a feeder thread writes it to the pipe, so the worker never
-# waits for this process to read); this process reads the queue only when it needs the
-# next result in order.  No executor: with ProcessPoolExecutor each task round-tripped
-# through a manager thread here, which needed the GIL from this thread's parsing, and
-# the worker sat 1-4 ms idle between runs.
-
-
-class _Claims:
-    """Hands out run indices 0..n-1, each once, to this process and its workers.
-
-    With fork, the counter is 4 bytes of anonymous shared memory under a lock, which the
-    workers inherit.  ``multiprocessing.Value`` does the same through ctypes and a heap
-    arena in a temporary file: 11 ms of imports and set-up, 1.5% of a 1M-line job's
-    serial time.  Other start methods pickle the arguments, so they get the Value.
-    """
-
-    def __init__(self, ctx, n: int) -> None:  # type: ignore[no-untyped-def]
-        self.n = n
-        if ctx.get_start_method() == "fork":
-            import mmap
-
-            self.lock, self.mem, self.value = ctx.Lock(), mmap.mmap(-1, 4), None
-        else:
-            self.lock, self.mem, self.value = None, None, ctx.Value("i", 0)
-
-    def next(self) -> int | None:
-        """The next unclaimed index, or None when all are claimed."""
-        if self.mem is None:
-            with self.value.get_lock():
-                i = self.value.value
-                if i < self.n:
-                    self.value.value = i + 1
-        else:
-            with self.lock:
-                i = int.from_bytes(self.mem[:4], "little")
-                if i < self.n:
-                    self.mem[:4] = (i + 1).to_bytes(4, "little")
-        return i if i < self.n else None
-
-
-def _worker_loop(claims: _Claims, runs: list[list[InputFile]], cache: bool, out) -> None:  # type: ignore[no-untyped-def]
-    """Worker process: parse unclaimed runs until none is left.
-
-    A run that fails here is handed back (``("failed", i)``) rather than reported: this
-    process parses it again, so a bug raises there with its own traceback, and a worker
-    that dies (killed, out of memory) costs time, not results.
-    """
-    i = None
-    try:
-        while (i := claims.next()) is not None:
-            out.put((i, _parse_task((runs[i], cache))))
-        i = None
-        _worker_cache(cache).save()  # templates learned here go to disk too (no-op when none)
-    except KeyboardInterrupt:
-        return
-    except Exception:  # noqa: BLE001 - handed back: the parent parses the run and raises there
-        if i is not None:
-            out.put(("failed", i))
-
-
 def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
     """Contiguous runs of files, shrinking towards the end (guided scheduling): big runs
     keep the per-run cost low, small last runs keep the processes finishing together."""
@@ -274,72 +213,14 @@ def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
     return out
 
 
-def _start_method() -> str:
-    """fork where there is one: workers inherit the imported modules and cached templates
-    (spawn or forkserver would import everything again, ~0.1 s a worker)."""
-    import multiprocessing as mp
-
-    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-
-
 def _parallel_results(files: list[InputFile], jobs: int, cache: bool, meanwhile=None):  # type: ignore[no-untyped-def]
-    """Per-run results in input order from ``jobs - 1`` worker processes and this one.
+    """Per-run results in input order from this process and ``jobs - 1`` forked workers
+    (:mod:`ncclsleuth.workers`); ``meanwhile()`` runs here once the workers have started."""
+    from .workers import run_in_order
 
-    This process claims runs like a worker whenever the next result in order is not
-    ready, so ``--jobs 2`` keeps two cores busy with two processes, and this process's
-    share is never pickled.  Results arriving early wait in ``ready`` (a few runs).
-    ``meanwhile()`` runs here once the workers have started.
-    """
-    import multiprocessing as mp
-    import queue
-
-    ctx = mp.get_context(_start_method())
     runs = _runs(files, jobs)
-    claims = _Claims(ctx, len(runs))
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_worker_loop, args=(claims, runs, cache, out), daemon=True)
-             for _ in range(jobs - 1)]
-    for p in procs:
-        p.start()
-    ready: dict[int, Any] = {}
-    handed_back: set[int] = set()
-
-    def take(item: Any) -> None:
-        if item[0] == "failed":
-            handed_back.add(item[1])
-        elif item[0] >= k and item[0] not in ready:
-            ready[item[0]] = item[1]
-
-    try:
-        if meanwhile is not None:
-            meanwhile()
-        for k in range(len(runs)):
-            while k not in ready:
-                try:
-                    while True:
-                        take(out.get_nowait())
-                except queue.Empty:
-                    pass
-                if k in ready:
-                    break
-                i = k if k in handed_back else claims.next()
-                if i is not None:
-                    handed_back.discard(i)
-                    ready[i] = _parse_task((runs[i], cache))
-                    continue
-                try:  # every run is claimed and a worker has run k: wait for it
-                    take(out.get(timeout=0.5))
-                except queue.Empty:
-                    if any(p.exitcode not in (None, 0) for p in procs):
-                        handed_back.add(k)  # its worker died: parse run k here
-            yield ready.pop(k)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-        for p in procs:
-            p.join()
-        out.close()
+    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache)), jobs - 1, meanwhile,
+                            worker_done=lambda: _worker_cache(cache).save())
 
 
 def analyze(paths: list[str], rules=None, cache: bool = True, jobs: int | None = 1,  # type: ignore[no-untyped-def]

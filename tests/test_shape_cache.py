@@ -15,8 +15,8 @@ FIXTURE_LOGS = sorted((PARSE.parent / "corpus").glob("*/log.txt"))
 CORPUS_LOGS = sorted(CORPUS.glob("*/*/log.txt")) if CORPUS.exists() else []
 
 
-def _events(lines, enabled):
-    fp = FileParser("t", ShapeCache(enabled=enabled))
+def _events(lines, enabled, keep_text=True):
+    fp = FileParser("t", ShapeCache(enabled=enabled, store=False), keep_text=keep_text)
     return [e.to_dict() for e in fp.parse_lines(lines)]
 
 
@@ -61,3 +61,31 @@ def test_same_shape_different_numbers():
     e2 = fp.parse_line(2, "h:1:1 [0] NCCL INFO Channel 31/1 : 70[3] -> 81[10] [send] via NET/IB/13(9)/GDRDMA")[0]
     assert (e1.channel, e1.src, e1.dst, e1.nic, e1.proxy_rank) == (0, 7, 8, 3, None)
     assert (e2.channel, e2.conn_index, e2.src, e2.dst, e2.dst_dev, e2.nic, e2.proxy_rank) == (31, 1, 70, 81, "10", 13, 9)
+
+
+@pytest.mark.parametrize("keep_text", [True, False], ids=["message-shapes", "whole-line-shapes"])
+@pytest.mark.parametrize("compile_after", [1, 2, 10**9])
+def test_interpreted_and_compiled_fills_agree(monkeypatch, compile_after, keep_text):
+    """A template fills by reading its spans for its first uses, then by generated code
+    (message shapes, whole NCCL lines and their position-exact fills): every mix must
+    give the plain parse."""
+    import ncclsleuth.grammar as G
+
+    monkeypatch.setattr(G, "COMPILE_AFTER", compile_after)
+    lines = []
+    for name in ("nccl_lines.yaml", "torch_lines.yaml", "nccltests_lines.yaml", "envelope_lines.yaml"):
+        lines += [c["line"] for c in load(name)]
+    numbered = list(enumerate(lines * 3, 1))
+    assert _events(numbered, True, keep_text) == _events(numbered, False, keep_text)
+
+
+def test_each_span_form_reads_the_same_both_ways():
+    import ncclsleuth.grammar as G
+
+    parts = ["ab", "12", "cd", "345", "ef"]
+    spans = {"one": (0, 0, 0, None), "inner": (2, 1, 2, 2), "tail": (2, 1, 2, None), "across": (0, 1, 4, 1),
+             "digits": (1, 0, 1, None), "two": (1, 0, 3, None), "many": [(0, 0, 0, None), (3, 0, 4, 2)]}
+    compiled = G._compile_fill(spans)(parts)
+    assert compiled == {name: [G._cut(parts, x) for x in sp] if isinstance(sp, list) else G._cut(parts, sp)
+                        for name, sp in spans.items()}
+    assert compiled["across"] == "b12cd345e" and compiled["two"] == "12cd345"

@@ -102,17 +102,44 @@ def _collect(t: Tree, fields: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- shape cache
 
 
+#: uses of a template before its fill is compiled (see Template)
+COMPILE_AFTER = 2
+
+
 class Template:
     """Where each field's text lies, as (seg_start, off_start, seg_end, off_end) over the
-    value-run split of the text; ``fill`` is generated code (one expression per field),
-    made once per shape.  Used for message shapes (ShapeCache) and whole NCCL lines."""
+    value-run split of the text.  Used for message shapes (ShapeCache) and whole NCCL lines.
 
-    __slots__ = ("kind", "spans", "fill")
+    ``fill(parts)`` rebuilds the fields.  Its first call reads the spans (``_cut``, a few
+    microseconds slower a line); from the ``COMPILE_AFTER``-th on it is generated code,
+    one expression per field.  A compile costs 100-300 us and many shapes occur once
+    (a 1M-line job: 15 of 52 line templates, and each rank's init lines), so compiling
+    at first sight was wasted there, and every worker process paid it again.  Parsing
+    that job in one process: 618 ms with 2, 624 ms with 1 (compile at once), 625 ms with 8.
+    """
+
+    __slots__ = ("kind", "spans", "fill", "_uses")
 
     def __init__(self, kind: str, spans: dict[str, Any]) -> None:
         self.kind = kind
         self.spans = spans
-        self.fill = _compile_fill(spans)
+        self._uses = 0
+        self.fill = self._first_fills
+
+    def _first_fills(self, parts: list[str]) -> dict[str, Any]:
+        self._uses += 1
+        if self._uses >= COMPILE_AFTER:
+            self.fill = _compile_fill(self.spans)
+        return {name: [_cut(parts, x) for x in sp] if isinstance(sp, list) else _cut(parts, sp)
+                for name, sp in self.spans.items()}
+
+
+def _cut(p: list[str], sp: tuple[int, int, int, int | None]) -> str:
+    """The text of one span, as the generated code (``_cut_expr``) computes it."""
+    i, oi, j, oj = sp
+    if i == j:
+        return p[i][oi:oj]
+    return p[i][oi:] + "".join(p[i + 1:j]) + (p[j] if oj is None else p[j][:oj])
 
 
 class _Uncacheable(Exception):
@@ -168,6 +195,8 @@ class ShapeCache:
         self.line_templates: dict[str, Any] = {}
         #: position-exact line shape (bytes) -> (rule, generated slice fill)
         self.fixed_templates: dict[bytes, Any] = {}
+        #: position-exact line shape -> lines met so far, until its fill is compiled
+        self.fixed_seen: dict[bytes, int] = {}
         #: line shapes whose lines hold hex runs (pointers): no position-exact template
         self.no_fixed: set[str] = set()
         self.hits = self.misses = self.parses = 0
@@ -346,7 +375,9 @@ def _parse_plain(text: str) -> tuple[str, RawFields] | None:
 # --------------------------------------------------------------------------- whole-line templates
 
 #: The plain NCCL prefix (no launcher wrapper, no timestamp): the common case worth a fast path.
-SIMPLE_NCCL_LINE = re.compile(r"([^\s:\[\]<>]+):(\d+):(\d+) \[(\d+)\] NCCL INFO (\S.*)")
+#: The host is a hostname and there are no backticks: a line pasted with chat mark-up
+#: (`...`, **...**, > quotes) goes through the envelope, which strips it.
+SIMPLE_NCCL_LINE = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\] NCCL INFO ([^\s`][^`]*)")
 
 
 def _cut_expr(sp: tuple[int, int, int, int | None]) -> str:
@@ -406,13 +437,13 @@ def fixed_key(text: str) -> bytes:
     return text.encode().translate(_HASH_DIGITS)
 
 
-def fixed_fill(tpl: Template, parts: list[str]) -> Any:
-    """A fill function with absolute slices for lines whose digit runs have these lengths.
+def has_hex(parts: list[str]) -> bool:
+    """True when a value run is hex (a pointer): such lines get no position-exact fill."""
+    return any(p.startswith("0x") for p in parts[1::2])
 
-    None when the shape holds hex runs (pointers differ on every line: no reuse to gain).
-    """
-    if any(p.startswith("0x") for p in parts[1::2]):
-        return None
+
+def fixed_fill(tpl: Template, parts: list[str]) -> Any:
+    """A fill function with absolute slices for lines whose digit runs have these lengths."""
     starts, pos = [], 0
     for p in parts:
         starts.append(pos)

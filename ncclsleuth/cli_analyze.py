@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -16,7 +15,7 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
     from .rules.engine import default_rule_dir, load_rules
     from .rules.schema import RuleError
 
-    dirs = ([default_rule_dir()] if with_default else []) + [Path(d) for d in rule_dirs]
+    dirs = ([default_rule_dir()] if with_default else []) + list(rule_dirs)
     try:
         rules, errors = load_rules(dirs, keep_going=keep_going)
     except RuleError as exc:
@@ -82,7 +81,8 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
         report = redact_report(report)
     text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty(), **opts)
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
     else:
         click.echo(text, nl=not text.endswith("\n"))
     allow_fast_exit()  # everything is written: no need to free the model object by object

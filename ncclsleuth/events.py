@@ -10,7 +10,7 @@ event after the parser builds it, and a frozen dataclass's ``__init__`` (one
 ``object.__setattr__`` per field) cost 1.66 us an event against 0.47 us.  They are
 not dataclasses either: ``@dataclass`` on ~75 classes took 27 ms of every start-up
 (one compile per generated method, ``inspect.signature`` for each missing docstring).
-:func:`ev` builds the same slotted class with the same keyword/positional
+:class:`_EventMeta` builds the same slotted class with the same keyword/positional
 ``__init__``, compiled the first time a kind is built (a run meets a few dozen kinds).
 Value types (interfaces, IB devices, tree edges) stay frozen dataclasses: they compare
 and hash by value.  ``to_dict()`` returns builtins only, so JSON output and the
@@ -48,37 +48,40 @@ def _compile_init(cls: type) -> Any:
     return init
 
 
-def _slotted(cls: type) -> type:
-    """``cls`` rebuilt with ``__slots__`` for its own annotated fields (ClassVars excepted).
+class _EventMeta(type):
+    """Builds each event class with ``__slots__`` for its own annotated fields (ClassVars
+    excepted), at class creation: one class per event kind, not a class and a slotted copy.
 
     ``FIELDS`` lists every field in order (inherited first), ``FIELD_TYPES`` their
     annotation strings and ``_DEFAULTS`` their defaults; as with a dataclass, a field
     without a default may not follow one that has a default.
     """
-    base = cls.__mro__[1]
-    types = dict(getattr(base, "FIELD_TYPES", {}))
-    defaults = dict(getattr(base, "_DEFAULTS", {}))
-    ns = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
-    own = []
-    for name, ann in cls.__dict__.get("__annotations__", {}).items():
-        if str(ann).startswith(("ClassVar", "typing.ClassVar")):
-            continue
-        own.append(name)
-        types[name] = str(ann)
-        if name in ns:
-            defaults[name] = ns.pop(name)
-        elif defaults:
-            raise TypeError(f"{cls.__name__}.{name}: a field without a default follows one with a default")
-    ns["__slots__"] = tuple(own)
-    ns["FIELDS"] = tuple(types)
-    ns["FIELD_TYPES"] = types
-    ns["_DEFAULTS"] = defaults
-    ns["__init__"] = _lazy_init
-    return type(cls)(cls.__name__, cls.__bases__, ns)
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _EventMeta:
+        types: dict[str, str] = {}
+        defaults: dict[str, Any] = {}
+        for base in bases:
+            types.update(getattr(base, "FIELD_TYPES", {}))
+            defaults.update(getattr(base, "_DEFAULTS", {}))
+        own = []
+        for field, ann in ns.get("__annotations__", {}).items():
+            if str(ann).startswith(("ClassVar", "typing.ClassVar")):
+                continue
+            own.append(field)
+            types[field] = str(ann)
+            if field in ns:
+                defaults[field] = ns.pop(field)
+            elif defaults:
+                raise TypeError(f"{name}.{field}: a field without a default follows one with a default")
+        ns["__slots__"] = tuple(own)
+        ns["FIELDS"] = tuple(types)
+        ns["FIELD_TYPES"] = types
+        ns["_DEFAULTS"] = defaults
+        ns["__init__"] = _lazy_init
+        return super().__new__(mcls, name, bases, ns)
 
 
-@_slotted
-class Event:
+class Event(metaclass=_EventMeta):
     """Common envelope of every event."""
 
     kind: ClassVar[str] = "event"
@@ -172,13 +175,13 @@ def register(kind: str, *, error: bool = False) -> Any:
 
 
 def ev(kind: str, *, error: bool = False):  # type: ignore[no-untyped-def]
-    """Shorthand: ``@ev("kind")`` = slotted event class + register.
+    """Shorthand: ``@ev("kind")`` registers an event class under its kind.
 
     Events compare by identity (each is one line of one file): no ``__eq__``/``__hash__``.
     """
 
-    def deco(cls: type) -> type[Event]:
-        return register(kind, error=error)(_slotted(cls))
+    def deco(cls: type[Event]) -> type[Event]:
+        return register(kind, error=error)(cls)
 
     return deco
 

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import catalog
 from . import events as E
 from .envelope import Record, peel
 from .ingest import clean
@@ -395,6 +394,8 @@ class FileParser:
         key = re.sub(r"\d+", "#", body)
         hit = self._catalog.get(key)
         if hit is None:
+            from . import catalog  # parse only: analyze does not use catalog ids
+
             fmt = catalog.lookup(body, level)
             hit = (fmt.id, fmt.subsys.split("|")[0].replace("NCCL_", "")) if fmt else \
                   (None, catalog.subsystem_guess(body))

@@ -22,7 +22,6 @@ import json
 import os
 import re
 from bisect import bisect_right
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cache import cache_dir, digest, locked, read_json, write_text_atomic
@@ -30,7 +29,8 @@ from ..cache import cache_dir, digest, locked, read_json, write_text_atomic
 if TYPE_CHECKING:
     from lark import Lark, Tree
 
-_HERE = Path(__file__).parent
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_GRAMMAR = os.path.join(_HERE, "messages.lark")
 # Value runs masked in a shape: explicit hex (pointers, commIds) and digit runs.
 _DIGITS = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
 
@@ -49,10 +49,10 @@ def parser() -> Lark:
         folder = cache_dir()
         opts: dict[str, Any] = {"parser": "lalr", "lexer": "contextual"}
         try:
-            _parser = Lark.open(str(_HERE / "messages.lark"), cache=os.path.join(folder, "grammar.lark.cache"),
-                                **opts) if folder else Lark.open(str(_HERE / "messages.lark"), **opts)
+            _parser = Lark.open(_GRAMMAR, cache=os.path.join(folder, "grammar.lark.cache"),
+                                **opts) if folder else Lark.open(_GRAMMAR, **opts)
         except OSError:  # cache file not writable: compile in memory
-            _parser = Lark.open(str(_HERE / "messages.lark"), **opts)
+            _parser = Lark.open(_GRAMMAR, **opts)
     return _parser
 
 
@@ -345,9 +345,14 @@ def _store_path() -> str | None:
         if folder is None:
             _STORE_PATH.append(None)
         else:
-            key = digest((_HERE / "messages.lark").read_bytes(), Path(__file__).read_bytes())
+            key = digest(_read_bytes(_GRAMMAR), _read_bytes(os.path.abspath(__file__)))
             _STORE_PATH.append(os.path.join(folder, f"templates-{key}.json"))
     return _STORE_PATH[0]
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _read_store() -> dict[str, dict[str, Any]]:

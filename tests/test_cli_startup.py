@@ -1,0 +1,62 @@
+"""What a plain ``ncclsleuth analyze`` imports: only what it uses (start-up is what a
+chat-ops bot pays per question), and every command is still reachable."""
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ncclsleuth import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = ROOT / "fixtures" / "examples" / "desync-16"
+
+_PROBE = """
+import sys
+from ncclsleuth.cli import main
+try:
+    main([*sys.argv[1:], "--format", "json", "-o", "/dev/null"])
+except SystemExit:
+    pass
+print(" ".join(m for m in ("ncclsleuth.cli_report", "ncclsleuth.cli_watch", "ncclsleuth.catalog",
+                            "gzip", "bz2", "lzma", "multiprocessing") if m in sys.modules))
+"""
+
+
+def _imported_by_analyze(path: Path) -> set[str]:
+    """Modules of interest imported by ``analyze path``, caches warm (a first run with
+    empty caches imports Lark and YAML, which import codecs of their own)."""
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _PROBE, "analyze", str(path)], capture_output=True, text=True,
+                             check=True).stdout
+    return set(out.split())
+
+
+def test_every_command_has_its_module():
+    cli.register_commands()
+    assert set(cli.main.commands) - {"parse"} == set(cli.COMMAND_MODULES)
+
+
+def test_each_command_runs_from_a_fresh_process():
+    for name in cli.COMMAND_MODULES:
+        res = subprocess.run([sys.executable, "-m", "ncclsleuth", name, "--help"], capture_output=True, text=True)
+        assert res.returncode == 0 and "Usage:" in res.stdout, (name, res.stderr)
+
+
+def test_help_lists_every_command():
+    res = CliRunner().invoke(cli.main, ["--help"])
+    assert all(name in res.output for name in cli.COMMAND_MODULES)
+
+
+def test_analyze_imports_no_other_command_nor_unused_codecs():
+    assert _imported_by_analyze(LOG) == set()
+
+
+def test_a_compressed_log_imports_its_codec(tmp_path):
+    src = next(LOG.iterdir())
+    gz = tmp_path / (src.name + ".gz")
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    assert _imported_by_analyze(gz) == {"gzip"}

@@ -40,7 +40,9 @@ def _compile_init(cls: type) -> Any:
     defaults = cls._DEFAULTS  # type: ignore[attr-defined]
     body = "".join(f"\n    self.{n} = {n}" for n in names) or "\n    pass"
     ns: dict[str, Any] = {}
-    exec(f"def __init__(self, {', '.join(names)}):{body}", ns)  # noqa: S102 - our own field names
+    from .cache import CODE
+
+    exec(CODE.compile(f"def __init__(self, {', '.join(names)}):{body}", "<event-init>"), ns)  # noqa: S102 - our field names
     init = ns["__init__"]
     init.__defaults__ = tuple(defaults[n] for n in names[len(names) - len(defaults):])
     init.__qualname__ = f"{cls.__name__}.__init__"

@@ -142,3 +142,81 @@ def test_analysis_works_without_a_cache_folder(tmp_path):
     assert res.returncode == 1, res.stderr
     assert json.loads(res.stdout)["findings"][0]["rule_id"] == "NET003"
     assert res.stderr == ""
+
+
+def test_code_store_round_trip_compiles_each_source_once(monkeypatch):
+    from ncclsleuth import cache
+
+    compiled = []
+    real = compile
+
+    def counting(src, *a):  # type: ignore[no-untyped-def]
+        compiled.append(src)
+        return real(src, *a)
+
+    monkeypatch.setattr(cache, "compile", counting, raising=False)
+    src = "def fill(t):\n    return {'x': t[1:3]}\n"
+    first = cache.CodeStore()
+    ns: dict = {}
+    exec(first.compile(src, "<t>"), ns)  # noqa: S102
+    first.save()
+    again = cache.CodeStore()
+    ns2: dict = {}
+    exec(again.compile(src, "<t>"), ns2)  # noqa: S102
+    assert ns["fill"]("abcd") == ns2["fill"]("abcd") == {"x": "bc"}
+    assert compiled == [src]  # the second store read it from disk
+
+
+def test_code_store_ignores_a_damaged_or_foreign_file():
+    import marshal
+
+    from ncclsleuth import cache
+
+    path = cache._code_path()
+    assert path is not None
+    for bad in (b"not marshal data", marshal.dumps([1, 2]), marshal.dumps({"def f(): pass": "not code", 3: 4})):
+        Path(path).write_bytes(bad)
+        store = cache.CodeStore()
+        ns: dict = {}
+        exec(store.compile("def f():\n    return 7\n", "<t>"), ns)  # noqa: S102
+        assert ns["f"]() == 7
+    Path(path).unlink()
+
+
+def test_same_report_with_an_empty_and_a_warm_code_store(tmp_path, monkeypatch):
+    """Generated code read back from disk parses exactly as freshly compiled code."""
+    import subprocess
+    import sys
+
+    job = Path(__file__).resolve().parent.parent / "fixtures" / "examples" / "desync-16"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cmd = [sys.executable, "-m", "ncclsleuth", "analyze", str(job), "--format", "json", "--fail-on", "never"]
+    cold = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert list(tmp_path.glob("ncclsleuth/code-*.marshal"))
+    warm = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert warm == cold and json.loads(warm)["findings"]
+
+
+def test_code_store_concurrent_saves_keep_every_entry():
+    from ncclsleuth import cache
+
+    path = cache._code_path()
+    assert path is not None
+    if os.path.exists(path):
+        os.unlink(path)
+    pids = []
+    for i in range(4):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                store = cache.CodeStore()
+                for j in range(20):
+                    store.compile(f"def f():\n    return {i * 100 + j}\n", "<t>")
+                    store.save()
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    kept = cache._read_code()
+    assert {f"def f():\n    return {i * 100 + j}\n" for i in range(4) for j in range(20)} <= set(kept)

@@ -24,7 +24,7 @@ import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from ..cache import cache_dir, digest, locked, read_json, write_text_atomic
+from ..cache import CODE, cache_dir, digest, locked, read_json, write_text_atomic
 
 if TYPE_CHECKING:
     from lark import Lark, Tree
@@ -247,9 +247,11 @@ class ShapeCache:
         return tpl
 
     def save(self) -> None:
-        """Add what this cache learned to the templates on disk (no-op if nothing new)."""
+        """Add what this cache learned to the templates on disk, and the code compiled
+        for them (no-op if nothing new)."""
         if self._store is not None:
             self._store.save()
+        CODE.save()
 
     def _remember(self, key: str, value: Any, learned: bool = True) -> None:
         if len(self._shapes) < self.max_shapes:
@@ -404,7 +406,7 @@ def _compile_fill(spans: dict[str, Any]) -> Any:
         items.append(f"{name!r}: {expr}")
     src = "def fill(p):\n    return {" + ", ".join(items) + "}\n"
     ns: dict[str, Any] = {}
-    exec(compile(src, "<template>", "exec"), ns)  # noqa: S102 - generated from span integers only
+    exec(CODE.compile(src, "<template>"), ns)  # noqa: S102 - generated from span integers only
     return ns["fill"]
 
 
@@ -465,5 +467,5 @@ def fixed_fill(tpl: Template, parts: list[str]) -> Any:
         expr = "[" + ", ".join(cut(x) for x in sp) + "]" if isinstance(sp, list) else cut(sp)
         items.append(f"{name!r}: {expr}")
     ns: dict[str, Any] = {}
-    exec(compile("def fill(t):\n    return {" + ", ".join(items) + "}\n", "<fixed-template>", "exec"), ns)  # noqa: S102
+    exec(CODE.compile("def fill(t):\n    return {" + ", ".join(items) + "}\n", "<fixed-template>"), ns)  # noqa: S102
     return ns["fill"]

@@ -89,3 +89,28 @@ def test_each_span_form_reads_the_same_both_ways():
     assert compiled == {name: [G._cut(parts, x) for x in sp] if isinstance(sp, list) else G._cut(parts, sp)
                         for name, sp in spans.items()}
     assert compiled["across"] == "b12cd345e" and compiled["two"] == "12cd345"
+
+
+@pytest.mark.parametrize("compile_after", [1, 2])
+def test_a_line_too_big_to_compile_fills_the_same_every_time(monkeypatch, compile_after):
+    """The desync report of a 16,384-rank job lists every rank on one line; its fill
+    once compiled to a '+' chain the compiler recursed into until RecursionError, and
+    the line vanished from the second occurrence of its shape on (with a warm cache,
+    from the first)."""
+    import ncclsleuth.grammar as G
+
+    monkeypatch.setattr(G, "COMPILE_AFTER", compile_after)
+    ranks = ", ".join(str(i) for i in range(16384))
+    lines = ["[rank0]:[E1129 11:41:55.335404799 ProcessGroupNCCL.cpp:1936] Rank 0",
+             "\t - [0] Timeout at collective: ALLREDUCE, #1245",
+             "\t   #1245 started ranks:",
+             f"\t     [{ranks}] started ALLREDUCE"]
+    numbered = list(enumerate(lines * 3, 1))
+    for keep_text in (True, False):
+        cached = _events(numbered, True, keep_text)
+        assert cached == _events(numbered, False, keep_text)
+        started = [e for e in cached if e["kind"] == "desync_report" and e.get("what") == "started"]
+        assert [e["line"] for e in started] == [4, 8, 12] and len(started[0]["ranks"]) == 16384
+    spans = {"all": (0, 0, 2 * 16384, None)}
+    parts = G._DIGITS.split(lines[3])
+    assert G._compile_fill(spans)(parts) == {"all": G._cut(parts, spans["all"])} == {"all": lines[3]}

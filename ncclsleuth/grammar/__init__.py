@@ -129,7 +129,14 @@ class Template:
     def _first_fills(self, parts: list[str]) -> dict[str, Any]:
         self._uses += 1
         if self._uses >= COMPILE_AFTER:
-            self.fill = _compile_fill(self.spans)
+            try:
+                self.fill = _compile_fill(self.spans)
+            except (RecursionError, MemoryError, SyntaxError, ValueError):  # too big to compile
+                self.fill = self.read
+        return self.read(parts)
+
+    def read(self, parts: list[str]) -> dict[str, Any]:
+        """The fields, by reading the spans: what the generated fill computes."""
         return {name: [_cut(parts, x) for x in sp] if isinstance(sp, list) else _cut(parts, sp)
                 for name, sp in self.spans.items()}
 
@@ -394,7 +401,9 @@ def _cut_expr(sp: tuple[int, int, int, int | None]) -> str:
             return f"p[{i}]"
         return f"p[{i}][{oi}:{'' if oj is None else oj}]"
     head = f"p[{i}]" if oi == 0 else f"p[{i}][{oi}:]"
-    mid = "".join(f"+p[{k}]" for k in range(i + 1, j))
+    # runs in between: a slice joined, not a chain of '+' (a span over the 16,384 ranks
+    # of a desync report made a chain the compiler recursed into until RecursionError)
+    mid = "" if j == i + 1 else f"+p[{i + 1}]" if j == i + 2 else f"+''.join(p[{i + 1}:{j}])"
     tail = f"+p[{j}]" if oj is None else f"+p[{j}][:{oj}]"
     return head + mid + tail
 

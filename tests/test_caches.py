@@ -220,3 +220,19 @@ def test_code_store_concurrent_saves_keep_every_entry():
         os.waitpid(pid, 0)
     kept = cache._read_code()
     assert {f"def f():\n    return {i * 100 + j}\n" for i in range(4) for j in range(20)} <= set(kept)
+
+
+def test_old_template_stores_are_pruned_with_their_lock_files(tmp_path, monkeypatch):
+    import time
+
+    import ncclsleuth.grammar as G
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = Path(cache_dir())
+    for i in range(G.KEEP_STORES + 2):
+        (folder / f"templates-old{i}.json").write_text("{}")
+        (folder / f"templates-old{i}.json.lock").write_text("")
+        os.utime(folder / f"templates-old{i}.json", (time.time() - 100 + i, time.time() - 100 + i))
+    G._prune(str(folder / "templates-old0.json"))
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == sorted(f"templates-old{i}.json{ext}" for i in range(2, G.KEEP_STORES + 2) for ext in ("", ".lock"))

@@ -328,6 +328,8 @@ def _prune(path: str) -> None:
                      key=lambda e: e.stat().st_mtime, reverse=True)[KEEP_STORES:]
         for e in old:
             os.unlink(e.path)
+            if os.path.exists(e.path + ".lock"):  # its lock file goes with it
+                os.unlink(e.path + ".lock")
     except OSError:
         pass
 

@@ -100,10 +100,13 @@ def _worker(claims: Claims, work: Callable[[int], Any], fd: int, done: Callable[
     pending: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
 
     def writer() -> None:
-        while (frame := pending.get()) is not None:
-            view = memoryview(frame)
-            while view:
-                view = view[os.write(fd, view):]
+        try:
+            while (frame := pending.get()) is not None:
+                view = memoryview(frame)
+                while view:
+                    view = view[os.write(fd, view):]
+        except OSError:  # the parent closed its end (it stopped early): nothing more to send
+            pass
 
     sender = threading.Thread(target=writer, daemon=True)
     sender.start()

@@ -216,3 +216,15 @@ def _children() -> list[int]:
             if stat.rsplit(")", 1)[1].split()[1] == me:
                 out.append(int(pid))
     return out
+
+
+def test_stopping_early_ends_the_workers_quietly(capfd):
+    """A caller that stops reading (an error, a closed generator) ends the workers: no
+    process is left behind and nothing is printed."""
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    before = set(_children())
+    gen = P._parallel_results(files, 3, True)
+    next(gen)
+    gen.close()
+    assert set(_children()) - before == set()
+    assert capfd.readouterr().err == ""

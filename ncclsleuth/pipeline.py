@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any

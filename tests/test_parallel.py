@@ -228,3 +228,24 @@ def test_stopping_early_ends_the_workers_quietly(capfd):
     gen.close()
     assert set(_children()) - before == set()
     assert capfd.readouterr().err == ""
+
+
+def test_events_and_values_survive_the_trip_from_a_worker():
+    """Worker results are pickled: every event kind and value record comes back with
+    the same class and fields (events and values pickle as class + field values)."""
+    import pickle
+
+    from ncclsleuth import events as E
+
+    ib = E.IbDev("mlx5_0", 1, "RoCE", 0, rail=2)
+    edge = E.TreeEdge(3, (1, 2), 0, -1)
+    for kind, cls in E.REGISTRY.items():
+        ev = cls("f.log", 7, "the line", host="node1", pid=11, level="WARN")
+        back = pickle.loads(pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL))
+        assert type(back) is cls and back.to_dict() == ev.to_dict(), kind
+    dev = E.NetIbDevices("f.log", 1, "t", devices=(ib,), oob=E.Iface("ib0", "10.0.0.1", 0))
+    trees = E.Trees("f.log", 2, "t", edges=(edge,))
+    for ev in (dev, trees):
+        back = pickle.loads(pickle.dumps(ev))
+        assert back.to_dict() == ev.to_dict()
+    assert pickle.loads(pickle.dumps(ib)) == ib and hash(pickle.loads(pickle.dumps(edge))) == hash(edge)

@@ -236,3 +236,27 @@ def test_old_template_stores_are_pruned_with_their_lock_files(tmp_path, monkeypa
     G._prune(str(folder / "templates-old0.json"))
     left = sorted(p.name for p in folder.iterdir())
     assert left == sorted(f"templates-old{i}.json{ext}" for i in range(2, G.KEEP_STORES + 2) for ext in ("", ".lock"))
+
+
+def test_bounded_stores_keep_what_was_used_and_drop_the_oldest():
+    from ncclsleuth.cache import merge_recent
+
+    stored = {f"k{i}": i for i in range(6)}  # k0 oldest
+    kept = merge_recent(stored, used={"k1"}, new={"n1": 10, "k3": 33}, limit=5)
+    assert list(kept) == ["k4", "k5", "k1", "n1", "k3"] and kept["k3"] == 33
+    assert merge_recent(stored, set(), {}, 10) == stored
+
+
+def test_template_store_stays_bounded_and_keeps_a_used_entry(monkeypatch):
+    monkeypatch.setattr(TemplateStore, "MAX_ENTRIES", 5)
+    first = TemplateStore()
+    for i in range(5):
+        first.learn("shapes", f"old {i}", None)
+    first.save()
+    again = TemplateStore()
+    assert again.get("shapes", "old 0") is None  # found (a rejected shape), and now recently used
+    for i in range(3):
+        again.learn("shapes", f"new {i}", None)
+    again.save()
+    data = json.loads(next(Path(cache_dir()).glob("templates-*.json")).read_text())
+    assert list(data["shapes"]) == ["old 4", "old 0", "new 0", "new 1", "new 2"]

@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "robustness"))
+# A private cache folder: mutated lines would otherwise fill the user's template and code
+# stores with thousands of shapes no real log has (one session left 21,000 behind).
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ncclsleuth-fuzz-cache-")
 
 from _corpus import lines as corpus_lines  # noqa: E402
 

@@ -218,7 +218,8 @@ def _parallel_results(files: list[InputFile], jobs: int, cache: bool, meanwhile=
     from .workers import run_in_order
 
     runs = _runs(files, jobs)
-    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache)), jobs - 1, meanwhile,
+    workers = min(jobs - 1, len(runs) - 1)  # this process takes a run too: no idle worker
+    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache)), workers, meanwhile,
                             worker_done=lambda: _worker_cache(cache).save())
 
 

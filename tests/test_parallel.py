@@ -249,3 +249,21 @@ def test_events_and_values_survive_the_trip_from_a_worker():
         back = pickle.loads(pickle.dumps(ev))
         assert back.to_dict() == ev.to_dict()
     assert pickle.loads(pickle.dumps(ib)) == ib and hash(pickle.loads(pickle.dumps(edge))) == hash(edge)
+
+
+def test_no_more_workers_than_runs_to_share(monkeypatch):
+    """--jobs 16 on 3 files forks 2 workers, not 15."""
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files[:3]
+    forks = []
+    real = os.fork
+
+    def counting_fork():  # type: ignore[no-untyped-def]
+        pid = real()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", counting_fork)
+    results = list(P._parallel_results(files, 16, True))
+    assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
+    assert len(forks) == 2

@@ -4,7 +4,7 @@
 Generates (once) a per-rank-file job with bench/generate.py (desync injected), then
 measures, each in a fresh client process so that its peak RSS (``ru_maxrss``) is its own:
 
-  pool     ``build_model(paths, jobs=W)`` (ProcessPoolExecutor, W workers)
+  pool     ``build_model(paths, jobs=W)`` (this process and W-1 forked workers)
   dask     the Dask engine on a LocalCluster of W worker processes (started outside
            the timing; its workers are not the client)
 

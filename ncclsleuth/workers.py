@@ -86,12 +86,14 @@ class Claims:
         self._mem.close()
 
 
-def _worker(claims: Claims, work: Callable[[int], Any], fd: int, done: Callable[[], None] | None) -> None:
+def _worker(claims: Claims, work: Callable[[int], Any], fd: int, done: Callable[[], None] | None,
+            parent: int) -> None:
     """Body of a forked worker: claim, work, send; a writer thread does the sending.
 
     The pipe holds 64 KB and a result can be larger: written from this thread, a send
     would wait for the parent to read, which it does only between its own runs.  The
-    writer thread waits instead, while this thread parses on.
+    writer thread waits instead, while this thread parses on.  A worker whose parent
+    has gone (killed by a scheduler) stops at its next run instead of parsing on.
     """
     import pickle
     import queue
@@ -111,7 +113,7 @@ def _worker(claims: Claims, work: Callable[[int], Any], fd: int, done: Callable[
     sender = threading.Thread(target=writer, daemon=True)
     sender.start()
     try:
-        while (i := claims.next()) is not None:
+        while os.getppid() == parent and (i := claims.next()) is not None:
             data = pickle.dumps(work(i), protocol=pickle.HIGHEST_PROTOCOL)
             pending.put(_HEADER.pack(i, len(data)) + data)
         if done is not None:
@@ -178,6 +180,7 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
     never comes back is computed again here.
     """
     claims = Claims(n)
+    me = os.getpid()
     pids: list[int] = []
     inbox = _Inbox([])
     finished = False
@@ -192,7 +195,7 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
                     os.close(r)
                     for fd in fds:
                         os.close(fd)
-                    _worker(claims, work, w, worker_done)
+                    _worker(claims, work, w, worker_done, me)
                     code = 0
                 except BaseException:  # noqa: BLE001 - its runs are redone by the parent
                     pass

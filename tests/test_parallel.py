@@ -267,3 +267,41 @@ def test_no_more_workers_than_runs_to_share(monkeypatch):
     results = list(P._parallel_results(files, 16, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
     assert len(forks) == 2
+
+
+def test_workers_stop_when_their_parent_is_killed(tmp_path):
+    """A scheduler's SIGKILL of the main process must not leave workers parsing on."""
+    import signal
+    import subprocess
+    import sys
+
+    pids = tmp_path / "pids"
+    script = f"""
+import os, time
+from ncclsleuth import workers
+def work(i):
+    with open({str(pids)!r}, "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    time.sleep(0.2)
+    return i
+for i in workers.run_in_order(40, work, 1):
+    if i == 2:
+        os.kill(os.getpid(), {int(signal.SIGKILL)})
+"""
+    subprocess.run([sys.executable, "-c", script], timeout=60)
+    ran = {int(p) for p in pids.read_text().split()}  # the killed main process and its worker
+    assert len(ran) == 2
+    deadline = time.monotonic() + 5  # 38 runs of 0.2 s were left: parsing on would take 7.6 s
+    alive = ran
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = {p for p in ran if _state(p) not in ("Z", "gone")}
+    assert not alive, alive
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (Linux /proc), or "gone"."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

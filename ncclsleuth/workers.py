@@ -188,7 +188,12 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
         fds = []
         for _ in range(workers):
             r, w = os.pipe()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # no more processes or memory: go on with the workers started
+                os.close(r)
+                os.close(w)
+                break
             if pid == 0:  # the worker: never returns into the caller's code
                 code = 1
                 try:

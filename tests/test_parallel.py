@@ -305,3 +305,27 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_failed_fork_leaves_the_work_to_the_processes_that_started(monkeypatch):
+    """fork can fail (process limit, memory): the analysis goes on with fewer workers."""
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    real = os.fork
+    calls = []
+
+    def second_fails():  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) >= 2:
+            raise OSError(11, "Resource temporarily unavailable")
+        return real()
+
+    monkeypatch.setattr(os, "fork", second_fails)
+    results = list(P._parallel_results(files, 4, True))
+    assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
+    assert len(calls) == 2
+    def always_fails():  # type: ignore[no-untyped-def]
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", always_fails)  # no worker at all: this process parses every run
+    results = list(P._parallel_results(files, 2, True))
+    assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]

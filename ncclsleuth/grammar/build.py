@@ -443,6 +443,8 @@ def _build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields
 
 
 def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
+    """The fixes that depend on the grammar rule or on the text before the message,
+    then the kind's own (:data:`_KIND_FIXES`); returns the kind, which a rule may change."""
     if rule == "comm_line":
         return _b_comm(f, kind)
     if rule == "call_failed":
@@ -454,75 +456,146 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
     if rule == "sock_connect_maybe_retry":
         f["op"] = "connect"
         return "socket_retry" if "retrying" in f.get("error", "") else "socket_error"
-    if kind in ("store_error",):
-        _b_store(f)
-    elif kind == "addr_in_use":
-        _b_addr(f, rule)
-    elif kind == "cuda_error":
-        q = f.pop("_quoted", None)
-        if q is not None:
-            f["error"] = q.strip("'")
-        f["code"] = _int(f.get("code"))
-    elif kind == "shm_error" and "op" not in f:
-        f["op"] = "creating"
-    elif kind in ("nccl_error", "exception", "nccl_error_class") and pre:
-        m = _EXC_PRE.search(pre)
-        if m:
-            f.setdefault("exc_type", m.group(1))
-    if kind == "nccl_error_class":
-        f["code"] = f.pop("code_name", "")
-    if kind == "exception":
-        f["message"] = f.pop("message_opt", "")
-    elif kind == "step_time":
-        if "ms" in f:
-            f["ms"] = _float(f["ms"].rstrip("ms"))
-        else:
-            m = _MEGATRON_MS.search(f.get("detail", ""))
-            f["ms"] = float(m.group(1)) if m else None
-    elif kind == "nccltests_failure":
-        f["message"] = (f.pop("message_opt", "") or f.get("_rest", "")).strip().strip("'")
-        if "fail_what" in f:
-            f["what"] = f.pop("fail_what")
-    elif kind == "nccltests_rank" and "test_bus_id" in f:
+    fix = _KIND_FIXES.get(kind)
+    if fix is not None:
+        fix(f, rule, pre)
+    return kind
+
+
+def _k_cuda(f: Fields, rule: str, pre: str) -> None:
+    q = f.pop("_quoted", None)
+    if q is not None:
+        f["error"] = q.strip("'")
+    f["code"] = _int(f.get("code"))
+
+
+def _k_shm(f: Fields, rule: str, pre: str) -> None:
+    f.setdefault("op", "creating")
+
+
+def _k_exc_type(f: Fields, rule: str, pre: str) -> None:
+    """``RuntimeError: <message>``: the exception type is in the text before the message."""
+    m = _EXC_PRE.search(pre) if pre else None
+    if m:
+        f.setdefault("exc_type", m.group(1))
+
+
+def _k_error_class(f: Fields, rule: str, pre: str) -> None:
+    _k_exc_type(f, rule, pre)
+    f["code"] = f.pop("code_name", "")
+
+
+def _k_exception(f: Fields, rule: str, pre: str) -> None:
+    _k_exc_type(f, rule, pre)
+    f["message"] = f.pop("message_opt", "")
+
+
+def _k_step_time(f: Fields, rule: str, pre: str) -> None:
+    if "ms" in f:
+        f["ms"] = _float(f["ms"].rstrip("ms"))
+    else:
+        m = _MEGATRON_MS.search(f.get("detail", ""))
+        f["ms"] = float(m.group(1)) if m else None
+
+
+def _k_tests_failure(f: Fields, rule: str, pre: str) -> None:
+    f["message"] = (f.pop("message_opt", "") or f.get("_rest", "")).strip().strip("'")
+    if "fail_what" in f:
+        f["what"] = f.pop("fail_what")
+
+
+def _k_tests_rank(f: Fields, rule: str, pre: str) -> None:
+    if "test_bus_id" in f:
         f["bus_id"] = f.pop("test_bus_id")
-    elif kind == "nvls":
-        f["available"] = False if "_avail" in f or f.get("available") is False else f.get("available", True)
-        f["detail"] = f.get("detail", "")
-    elif kind == "failure_block_head":
-        f["block"] = "root_cause" if f.get("_failhead", "").startswith("Root") else "failures"
-    elif kind == "failure_field":
-        f["name"], f["value"] = f.pop("fkey", ""), f.pop("fvalue", "").strip()
-    elif kind == "ib_async_event" and "hcaport" in f:
+
+
+def _k_nvls(f: Fields, rule: str, pre: str) -> None:
+    f["available"] = False if "_avail" in f or f.get("available") is False else f.get("available", True)
+    f["detail"] = f.get("detail", "")
+
+
+def _k_failure_head(f: Fields, rule: str, pre: str) -> None:
+    f["block"] = "root_cause" if f.get("_failhead", "").startswith("Root") else "failures"
+
+
+def _k_failure_field(f: Fields, rule: str, pre: str) -> None:
+    f["name"], f["value"] = f.pop("fkey", ""), f.pop("fvalue", "").strip()
+
+
+def _k_ib_async(f: Fields, rule: str, pre: str) -> None:
+    if "hcaport" in f:
         h, _, p = f.pop("hcaport").rpartition(":")
         f["hca"], f["port"] = h, _int(p)
-    elif kind == "connected":
-        f["what"] = f.get("what") or f.pop("what_rest", "")
-    elif kind == "trees":
-        f["edges"] = tree_edges(f.pop("tree", []))
-    elif kind == "net_plugin":
-        if "name_rest" in f:
-            f["name"] = f.pop("name_rest")
-    elif kind == "net_selected":
-        f["network"] = f.get("network", "").strip()
-    elif kind == "duplicate_gpu" and "device" not in f and "detail" in f:
+
+
+def _k_connected(f: Fields, rule: str, pre: str) -> None:
+    f["what"] = f.get("what") or f.pop("what_rest", "")
+
+
+def _k_trees(f: Fields, rule: str, pre: str) -> None:
+    f["edges"] = tree_edges(f.pop("tree", []))
+
+
+def _k_net_plugin(f: Fields, rule: str, pre: str) -> None:
+    if "name_rest" in f:
+        f["name"] = f.pop("name_rest")
+
+
+def _k_net_selected(f: Fields, rule: str, pre: str) -> None:
+    f["network"] = f.get("network", "").strip()
+
+
+def _k_duplicate_gpu(f: Fields, rule: str, pre: str) -> None:
+    if "device" not in f and "detail" in f:
         f["device"] = None
-    elif kind == "nccl_abort":
-        code = _int(f.get("code"))
-        f["code"] = code
-        f["code_name"] = (f"error {code}, {NCCL_RESULTS[code]}" if code in NCCL_RESULTS else
-                          f"error {code}" if code is not None else "communicator revoked")
-        f["during"] = f.pop("abort_in", None)
-    elif kind == "ras_peer":
-        if "ras_level" in f:  # keep-alive / collective timeout "warning" or "error"
-            f["what"] += "_" + f.pop("ras_level")
-        if "ras_secs" in f:
-            f["seconds"] = _int(f.pop("ras_secs").rstrip("s"))
-        f["coll"] = f.pop("ras_coll", None)
-    elif kind == "pg_abort" and "detail" in f:
+
+
+def _k_nccl_abort(f: Fields, rule: str, pre: str) -> None:
+    code = _int(f.get("code"))
+    f["code"] = code
+    f["code_name"] = (f"error {code}, {NCCL_RESULTS[code]}" if code in NCCL_RESULTS else
+                      f"error {code}" if code is not None else "communicator revoked")
+    f["during"] = f.pop("abort_in", None)
+
+
+def _k_ras_peer(f: Fields, rule: str, pre: str) -> None:
+    if "ras_level" in f:  # keep-alive / collective timeout "warning" or "error"
+        f["what"] += "_" + f.pop("ras_level")
+    if "ras_secs" in f:
+        f["seconds"] = _int(f.pop("ras_secs").rstrip("s"))
+    f["coll"] = f.pop("ras_coll", None)
+
+
+def _k_pg_abort(f: Fields, rule: str, pre: str) -> None:
+    if "detail" in f:
         f["detail"] = f["detail"].strip().rstrip(".")
-    elif kind == "nccl_other":
-        f = {"message": ""}
-    return kind
+
+
+# kind -> fix(fields, rule, text before the message), after _FIXERS and the rule fixes
+_KIND_FIXES: dict[str, Callable[[Fields, str, str], None]] = {
+    "store_error": lambda f, rule, pre: _b_store(f),
+    "addr_in_use": lambda f, rule, pre: _b_addr(f, rule),
+    "cuda_error": _k_cuda,
+    "shm_error": _k_shm,
+    "nccl_error": _k_exc_type,
+    "nccl_error_class": _k_error_class,
+    "exception": _k_exception,
+    "step_time": _k_step_time,
+    "nccltests_failure": _k_tests_failure,
+    "nccltests_rank": _k_tests_rank,
+    "nvls": _k_nvls,
+    "failure_block_head": _k_failure_head,
+    "failure_field": _k_failure_field,
+    "ib_async_event": _k_ib_async,
+    "connected": _k_connected,
+    "trees": _k_trees,
+    "net_plugin": _k_net_plugin,
+    "net_selected": _k_net_selected,
+    "duplicate_gpu": _k_duplicate_gpu,
+    "nccl_abort": _k_nccl_abort,
+    "ras_peer": _k_ras_peer,
+    "pg_abort": _k_pg_abort,
+}
 
 
 _CONVERTERS: dict[type, tuple[tuple[str, Any], ...]] = {}

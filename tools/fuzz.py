@@ -13,9 +13,11 @@ any input slower than ``--slow`` seconds, is a finding: its input is written to
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests" / "robustness"))
 # A private cache folder: mutated lines would otherwise fill the user's template and code
 # stores with thousands of shapes no real log has (one session left 21,000 behind).
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ncclsleuth-fuzz-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 from _corpus import lines as corpus_lines  # noqa: E402
 

@@ -35,7 +35,7 @@ def _load(rule_dirs: tuple[str, ...], keep_going: bool, with_default: bool = Tru
               show_default=True, help="Exit 1 when a finding at or above this severity exists.")
 @click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
-              help="Worker processes for parsing files (default: the machine's cores).")
+              help="Processes parsing files: this one and N-1 forked workers (default: the machine's cores; one process where there is no fork).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Parse on a Dask cluster: tcp://host:8786, or local:N for N local worker processes "
                    "(needs pip install 'ncclsleuth[dask]').")

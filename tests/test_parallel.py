@@ -144,7 +144,7 @@ def test_a_bug_raises_here_with_its_own_error(monkeypatch):
 def test_claims_hand_out_each_index_once_across_processes():
     from ncclsleuth.workers import Claims
 
-    claims = Claims(400)
+    claims = Claims(1000)
     children = []
     for _ in range(3):
         r, w = os.pipe()
@@ -162,7 +162,7 @@ def test_claims_hand_out_each_index_once_across_processes():
         with os.fdopen(r, "rb") as f:
             theirs += [int(x) for x in f.read().split(b",") if x]
         os.waitpid(pid, 0)
-    assert sorted(mine + theirs) == list(range(400))
+    assert sorted(mine + theirs) == list(range(1000))
     assert mine and theirs  # they really competed (each claim takes 1 ms)
     assert claims.next() is None
 

@@ -54,16 +54,13 @@ def read_json(path: str) -> Any:
         return None
 
 
-def write_text_atomic(path: str, text: str | bytes) -> None:
-    """Write-then-rename, so that readers see the old file or the new one; errors are ignored."""
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write-then-rename (text as UTF-8), so that readers see the old file or the new one;
+    errors are ignored."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        if isinstance(text, bytes):
-            with open(tmp, "wb") as f:
-                f.write(text)
-        else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     except OSError:
         try:
@@ -157,7 +154,7 @@ class CodeStore:
         with locked(path + ".lock"):  # workers save at the same time: read-merge-write
             data = merge_recent(_read_code(), self._used, self._new, self.MAX_ENTRIES)
             self._new = {}
-            write_text_atomic(path, marshal.dumps(data))
+            write_atomic(path, marshal.dumps(data))
 
 
 def _code_path() -> str | None:

@@ -22,6 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from .cache import CODE
+
 #: Event kinds that represent a problem line: each must be explained or listed.
 ERROR_KINDS: set[str] = set()
 #: kind name -> event class
@@ -40,8 +42,6 @@ def _compile_init(cls: type) -> Any:
     defaults = cls._DEFAULTS  # type: ignore[attr-defined]
     body = "".join(f"\n    self.{n} = {n}" for n in names) or "\n    pass"
     ns: dict[str, Any] = {}
-    from .cache import CODE
-
     exec(CODE.compile(f"def __init__(self, {', '.join(names)}):{body}", "<event-init>"), ns)  # noqa: S102 - our field names
     init = ns["__init__"]
     init.__defaults__ = tuple(defaults[n] for n in names[len(names) - len(defaults):])

@@ -343,10 +343,7 @@ class FileParser:
             return
         seen = self._fixed_seen.get(fkey, 0) + 1
         if seen >= grammar.COMPILE_AFTER and len(self._fixed) < 100_000:
-            try:
-                self._fixed[fkey] = (tpl.kind, fixed_fill(tpl, parts))
-            except (RecursionError, MemoryError, SyntaxError, ValueError):  # too big to compile: split path
-                self.cache.no_fixed.add(key)
+            self._fixed[fkey] = (tpl.kind, fixed_fill(tpl, parts))
             self._fixed_seen.pop(fkey, None)
         elif len(self._fixed_seen) < 100_000:
             self._fixed_seen[fkey] = seen

@@ -24,7 +24,7 @@ import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from ..cache import CODE, cache_dir, digest, locked, merge_recent, read_json, write_text_atomic
+from ..cache import CODE, cache_dir, digest, locked, merge_recent, read_json, write_atomic
 
 if TYPE_CHECKING:
     from lark import Lark, Tree
@@ -129,10 +129,7 @@ class Template:
     def _first_fills(self, parts: list[str]) -> dict[str, Any]:
         self._uses += 1
         if self._uses >= COMPILE_AFTER:
-            try:
-                self.fill = _compile_fill(self.spans)
-            except (RecursionError, MemoryError, SyntaxError, ValueError):  # too big to compile
-                self.fill = self.read
+            self.fill = _compile_fill(self.spans)
         return self.read(parts)
 
     def read(self, parts: list[str]) -> dict[str, Any]:
@@ -316,7 +313,7 @@ class TemplateStore:
             for table, new in self._new.items():
                 data[table] = merge_recent(data[table], self._used[table], new, self.MAX_ENTRIES)
             self._new = {"shapes": {}, "lines": {}}
-            write_text_atomic(path, json.dumps(data, separators=(",", ":")))
+            write_atomic(path, json.dumps(data, separators=(",", ":")))
         _prune(path)
 
 

@@ -397,27 +397,6 @@ def _b_addr(f: Fields, kind: str) -> None:
             f["port"] = int(m.group(1))
 
 
-# kind -> fixer(fields) (may return a replacement kind)
-_FIXERS: dict[str, Callable[..., Any]] = {
-    "version": _b_version,
-    "env_setting": _b_env,
-    "bootstrap_iface": _b_ifaces,
-    "net_socket_ifaces": _b_ifaces,
-    "net_ib_devices": _b_ibdevs,
-    "init_timings": _b_phases,
-    "bootstrap_timings": _b_phases,
-    "ring": _b_ring,
-    "err_trace": _b_trace,
-    "channel_conn": _b_conn,
-    "ib_completion_error": _b_ib_completion,
-    "collective_mismatch": _b_mismatch,
-    "pg_options": _b_pg_options,
-    "channels_summary": _b_chans,
-    "net_iface_paths": _b_ifpaths,
-    "desync_report": _b_desync,
-}
-
-
 def build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields]:
     """Map a grammar rule and its raw field strings to an event class and typed fields.
 
@@ -443,8 +422,8 @@ def _build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields
 
 
 def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
-    """The fixes that depend on the grammar rule or on the text before the message,
-    then the kind's own (:data:`_KIND_FIXES`); returns the kind, which a rule may change."""
+    """The fixes that depend on the grammar rule or on the text before the message (the
+    fields-only ones are in :data:`_FIXERS`); returns the kind, which a rule may change."""
     if rule == "comm_line":
         return _b_comm(f, kind)
     if rule == "call_failed":
@@ -456,41 +435,35 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
     if rule == "sock_connect_maybe_retry":
         f["op"] = "connect"
         return "socket_retry" if "retrying" in f.get("error", "") else "socket_error"
-    fix = _KIND_FIXES.get(kind)
-    if fix is not None:
-        fix(f, rule, pre)
+    if kind == "addr_in_use":
+        _b_addr(f, rule)
+    elif kind in ("nccl_error", "nccl_error_class", "exception") and pre:
+        m = _EXC_PRE.search(pre)  # "RuntimeError: <message>": the type precedes the message
+        if m:
+            f.setdefault("exc_type", m.group(1))
     return kind
 
 
-def _k_cuda(f: Fields, rule: str, pre: str) -> None:
+def _b_cuda(f: Fields) -> None:
     q = f.pop("_quoted", None)
     if q is not None:
         f["error"] = q.strip("'")
     f["code"] = _int(f.get("code"))
 
 
-def _k_shm(f: Fields, rule: str, pre: str) -> None:
+def _b_shm(f: Fields) -> None:
     f.setdefault("op", "creating")
 
 
-def _k_exc_type(f: Fields, rule: str, pre: str) -> None:
-    """``RuntimeError: <message>``: the exception type is in the text before the message."""
-    m = _EXC_PRE.search(pre) if pre else None
-    if m:
-        f.setdefault("exc_type", m.group(1))
-
-
-def _k_error_class(f: Fields, rule: str, pre: str) -> None:
-    _k_exc_type(f, rule, pre)
+def _b_error_class(f: Fields) -> None:
     f["code"] = f.pop("code_name", "")
 
 
-def _k_exception(f: Fields, rule: str, pre: str) -> None:
-    _k_exc_type(f, rule, pre)
+def _b_exception(f: Fields) -> None:
     f["message"] = f.pop("message_opt", "")
 
 
-def _k_step_time(f: Fields, rule: str, pre: str) -> None:
+def _b_step_time(f: Fields) -> None:
     if "ms" in f:
         f["ms"] = _float(f["ms"].rstrip("ms"))
     else:
@@ -498,59 +471,59 @@ def _k_step_time(f: Fields, rule: str, pre: str) -> None:
         f["ms"] = float(m.group(1)) if m else None
 
 
-def _k_tests_failure(f: Fields, rule: str, pre: str) -> None:
+def _b_tests_failure(f: Fields) -> None:
     f["message"] = (f.pop("message_opt", "") or f.get("_rest", "")).strip().strip("'")
     if "fail_what" in f:
         f["what"] = f.pop("fail_what")
 
 
-def _k_tests_rank(f: Fields, rule: str, pre: str) -> None:
+def _b_tests_rank(f: Fields) -> None:
     if "test_bus_id" in f:
         f["bus_id"] = f.pop("test_bus_id")
 
 
-def _k_nvls(f: Fields, rule: str, pre: str) -> None:
+def _b_nvls(f: Fields) -> None:
     f["available"] = False if "_avail" in f or f.get("available") is False else f.get("available", True)
     f["detail"] = f.get("detail", "")
 
 
-def _k_failure_head(f: Fields, rule: str, pre: str) -> None:
+def _b_failure_head(f: Fields) -> None:
     f["block"] = "root_cause" if f.get("_failhead", "").startswith("Root") else "failures"
 
 
-def _k_failure_field(f: Fields, rule: str, pre: str) -> None:
+def _b_failure_field(f: Fields) -> None:
     f["name"], f["value"] = f.pop("fkey", ""), f.pop("fvalue", "").strip()
 
 
-def _k_ib_async(f: Fields, rule: str, pre: str) -> None:
+def _b_ib_async(f: Fields) -> None:
     if "hcaport" in f:
         h, _, p = f.pop("hcaport").rpartition(":")
         f["hca"], f["port"] = h, _int(p)
 
 
-def _k_connected(f: Fields, rule: str, pre: str) -> None:
+def _b_connected(f: Fields) -> None:
     f["what"] = f.get("what") or f.pop("what_rest", "")
 
 
-def _k_trees(f: Fields, rule: str, pre: str) -> None:
+def _b_trees(f: Fields) -> None:
     f["edges"] = tree_edges(f.pop("tree", []))
 
 
-def _k_net_plugin(f: Fields, rule: str, pre: str) -> None:
+def _b_net_plugin(f: Fields) -> None:
     if "name_rest" in f:
         f["name"] = f.pop("name_rest")
 
 
-def _k_net_selected(f: Fields, rule: str, pre: str) -> None:
+def _b_net_selected(f: Fields) -> None:
     f["network"] = f.get("network", "").strip()
 
 
-def _k_duplicate_gpu(f: Fields, rule: str, pre: str) -> None:
+def _b_duplicate_gpu(f: Fields) -> None:
     if "device" not in f and "detail" in f:
         f["device"] = None
 
 
-def _k_nccl_abort(f: Fields, rule: str, pre: str) -> None:
+def _b_nccl_abort(f: Fields) -> None:
     code = _int(f.get("code"))
     f["code"] = code
     f["code_name"] = (f"error {code}, {NCCL_RESULTS[code]}" if code in NCCL_RESULTS else
@@ -558,7 +531,7 @@ def _k_nccl_abort(f: Fields, rule: str, pre: str) -> None:
     f["during"] = f.pop("abort_in", None)
 
 
-def _k_ras_peer(f: Fields, rule: str, pre: str) -> None:
+def _b_ras_peer(f: Fields) -> None:
     if "ras_level" in f:  # keep-alive / collective timeout "warning" or "error"
         f["what"] += "_" + f.pop("ras_level")
     if "ras_secs" in f:
@@ -566,35 +539,49 @@ def _k_ras_peer(f: Fields, rule: str, pre: str) -> None:
     f["coll"] = f.pop("ras_coll", None)
 
 
-def _k_pg_abort(f: Fields, rule: str, pre: str) -> None:
+def _b_pg_abort(f: Fields) -> None:
     if "detail" in f:
         f["detail"] = f["detail"].strip().rstrip(".")
 
 
-# kind -> fix(fields, rule, text before the message), after _FIXERS and the rule fixes
-_KIND_FIXES: dict[str, Callable[[Fields, str, str], None]] = {
-    "store_error": lambda f, rule, pre: _b_store(f),
-    "addr_in_use": lambda f, rule, pre: _b_addr(f, rule),
-    "cuda_error": _k_cuda,
-    "shm_error": _k_shm,
-    "nccl_error": _k_exc_type,
-    "nccl_error_class": _k_error_class,
-    "exception": _k_exception,
-    "step_time": _k_step_time,
-    "nccltests_failure": _k_tests_failure,
-    "nccltests_rank": _k_tests_rank,
-    "nvls": _k_nvls,
-    "failure_block_head": _k_failure_head,
-    "failure_field": _k_failure_field,
-    "ib_async_event": _k_ib_async,
-    "connected": _k_connected,
-    "trees": _k_trees,
-    "net_plugin": _k_net_plugin,
-    "net_selected": _k_net_selected,
-    "duplicate_gpu": _k_duplicate_gpu,
-    "nccl_abort": _k_nccl_abort,
-    "ras_peer": _k_ras_peer,
-    "pg_abort": _k_pg_abort,
+# rule or kind -> fixer(fields): the fixes that need nothing but the fields
+_FIXERS: dict[str, Callable[[Fields], Any]] = {
+    "version": _b_version,
+    "env_setting": _b_env,
+    "bootstrap_iface": _b_ifaces,
+    "net_socket_ifaces": _b_ifaces,
+    "net_ib_devices": _b_ibdevs,
+    "init_timings": _b_phases,
+    "bootstrap_timings": _b_phases,
+    "ring": _b_ring,
+    "err_trace": _b_trace,
+    "channel_conn": _b_conn,
+    "ib_completion_error": _b_ib_completion,
+    "collective_mismatch": _b_mismatch,
+    "pg_options": _b_pg_options,
+    "channels_summary": _b_chans,
+    "net_iface_paths": _b_ifpaths,
+    "desync_report": _b_desync,
+    "store_error": _b_store,
+    "cuda_error": _b_cuda,
+    "shm_error": _b_shm,
+    "nccl_error_class": _b_error_class,
+    "exception": _b_exception,
+    "step_time": _b_step_time,
+    "nccltests_failure": _b_tests_failure,
+    "nccltests_rank": _b_tests_rank,
+    "nvls": _b_nvls,
+    "failure_block_head": _b_failure_head,
+    "failure_field": _b_failure_field,
+    "ib_async_event": _b_ib_async,
+    "connected": _b_connected,
+    "trees": _b_trees,
+    "net_plugin": _b_net_plugin,
+    "net_selected": _b_net_selected,
+    "duplicate_gpu": _b_duplicate_gpu,
+    "nccl_abort": _b_nccl_abort,
+    "ras_peer": _b_ras_peer,
+    "pg_abort": _b_pg_abort,
 }
 
 

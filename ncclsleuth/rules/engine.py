@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..cache import cache_dir, digest, read_json, write_text_atomic
+from ..cache import cache_dir, digest, read_json, write_atomic
 from ..events import Event
 from ..model.job import JobModel
 from ..report import Evidence, Finding, Report
@@ -125,7 +125,7 @@ def _save_docs(folder: Path, paths: list[Path], docs: dict[str, Any]) -> None:
         return
     if json.loads(text)["docs"] != docs:  # int keys, tuples: JSON would change the rule
         return
-    write_text_atomic(where, text)
+    write_atomic(where, text)
 
 
 # ---------------------------------------------------------------------- evaluation

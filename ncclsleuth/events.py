@@ -69,6 +69,8 @@ class _EventMeta(type):
         for field, ann in ns.get("__annotations__", {}).items():
             if str(ann).startswith(("ClassVar", "typing.ClassVar")):
                 continue
+            if field not in types and any(hasattr(b, field) for b in bases):
+                raise TypeError(f"{name}.{field}: a field may not shadow the base attribute {field!r}")
             own.append(field)
             types[field] = str(ann)
             if field in ns:
@@ -123,8 +125,12 @@ class Event(metaclass=_EventMeta):
         return out
 
     @property
-    def error(self) -> bool:
-        """True when this line reports a problem (WARN, exception, error-level log)."""
+    def is_problem(self) -> bool:
+        """True when this line reports a problem (WARN, exception, error-level log).
+
+        Named so that no event field can shadow it: eleven kinds have a field ``error``
+        (the error text), and a property of that name read the empty text as "no problem",
+        which dropped their lines from the report."""
         return self.is_error or self.level in ("WARN", "E", "F", "ERROR", "CRITICAL", "FATAL")
 
     @property
@@ -612,7 +618,7 @@ class RasPeer(Event):
     missing: int | None = None
 
     @property
-    def error(self) -> bool:
+    def is_problem(self) -> bool:
         """A dead peer or an expired keep-alive is a problem; a warning is not (yet)."""
         return self.what == "dead" or self.what.endswith("_error")
 

@@ -198,6 +198,8 @@ class FileParser:
             return out
         pos, n, size = 0, first, len(text)
         search = _PREFILTER.search
+        if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
+            self._tests = True
         while pos <= size:
             if self._tb or self._in_failure_block or self._tests:  # line by line while a block is open
                 end = text.find("\n", pos)

@@ -71,7 +71,7 @@ def phase_of(ev: E.Event) -> str | None:
     if ev.kind == "comm_init":
         ph = getattr(ev, "phase", None)
         return "init complete" if ph == "COMPLETE" else "bootstrap"
-    if ev.error and ev.kind not in ("watchdog_timeout", "desync_report"):
+    if ev.is_problem and ev.kind not in ("watchdog_timeout", "desync_report"):
         return "error"
     return _PHASE_OF_KIND.get(ev.kind)
 

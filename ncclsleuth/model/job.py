@@ -132,7 +132,7 @@ class JobModel:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
                 proc.evidence[kind] = ev
-        if kind in HIGH_VOLUME and not ev.error:
+        if kind in HIGH_VOLUME and not ev.is_problem:
             return
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < KEEP_PER_KIND:
@@ -166,7 +166,7 @@ class JobModel:
             p.last_ts = ev.ts
         if ev.rank is not None and p.launcher_rank is None:
             p.launcher_rank = ev.rank
-        if ev.error:
+        if ev.is_problem:
             p.errors += 1
         return p
 
@@ -192,7 +192,7 @@ class JobModel:
         for them several times, and a 16,384-rank job keeps ~10^6 events)."""
         key = tuple((k, len(v)) for k, v in self.events.items())
         if self._errors is None or self._errors[0] != key:
-            out = [ev for evs in self.events.values() for ev in evs if ev.error]
+            out = [ev for evs in self.events.values() for ev in evs if ev.is_problem]
             out.sort(key=self.order_key)
             self._errors = (key, out)
         return list(self._errors[1])

@@ -409,7 +409,7 @@ def ras_dead_peers(model: JobModel) -> list[Fact]:
     """
     by_peer: dict[str, list[E.Event]] = {}
     for ev in model.events.get("ras_peer", ()):
-        if ev.error and getattr(ev, "peer", None):
+        if ev.is_problem and getattr(ev, "peer", None):
             by_peer.setdefault(ev.peer, []).append(ev)  # type: ignore[attr-defined]
     if not by_peer:
         return []

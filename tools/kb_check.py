@@ -110,6 +110,7 @@ class Checker:
         self.scope = nccl_scope(rows)
         self.torch = torch_ids()
         self.covered: dict[tuple[str, str], str] = {}
+        self.torch_covered: dict[str, str] = {}
         self.entries = 0
 
     def err(self, where: str, msg: str) -> None:
@@ -161,9 +162,10 @@ class Checker:
             self.check_values(cw, {**e, **c})
         if source == "nccl":
             self.check_nccl(where, e)
-        elif source == "torch" and str(e.get("id", "")).startswith(("PFX-", "TS-", "PG-", "WD-")) \
-                and e["id"] not in self.torch:
-            pass  # torch ids are checked loosely: the catalog's id column
+        elif source == "torch":
+            self.check_torch(where, e)
+        elif not re.fullmatch(r"[A-Z][A-Z0-9]+-[A-Za-z0-9_.-]+", str(e.get("id", ""))):
+            self.err(where, "an id without a catalog is <SOURCE>-<slug>, e.g. GLOO-enforce-size")
 
     def check_values(self, where: str, e: dict) -> None:  # type: ignore[type-arg]
         if e.get("role") not in ROLES:
@@ -183,6 +185,17 @@ class Checker:
             self.err(where, "a cause has one category")
         if e.get("role") == "benign" and e.get("severity") != "info":
             self.err(where, "a benign line has severity info")
+
+    def check_torch(self, where: str, e: dict) -> None:  # type: ignore[type-arg]
+        tid = e.get("id")
+        if tid not in self.torch:
+            self.err(where, "id not in ../shared/reference/torch/messages.tsv")
+            return
+        if e.get("format") != self.torch[tid]:
+            self.err(where, f"format differs from the catalog's {self.torch[tid]!r}")
+        if tid in self.torch_covered:
+            self.err(where, f"already covered by {self.torch_covered[tid]}")
+        self.torch_covered[tid] = where
 
     def check_nccl(self, where: str, e: dict) -> None:  # type: ignore[type-arg]
         cid = e.get("id")
@@ -207,6 +220,7 @@ def main() -> int:
     ap.add_argument("--group", choices=sorted(GROUPS))
     ap.add_argument("--missing", action="store_true", help="list uncovered rows")
     ap.add_argument("--todo", action="store_true", help="uncovered rows as TSV with ids and source lines")
+    ap.add_argument("--torch-missing", action="store_true", help="list torch catalog ids not covered")
     args = ap.parse_args()
     ck = Checker()
     for path in sorted(KB.rglob("*.yaml")):
@@ -223,6 +237,11 @@ def main() -> int:
         print(f"group {g}: {done}/{len(keys)} NCCL core WARN call sites covered")
     total = len(ck.scope)
     print(f"all: {sum(1 for k in ck.scope if k in ck.covered)}/{total}")
+    print(f"torch catalog: {len(ck.torch_covered)}/{len(ck.torch)} ids covered")
+    if args.torch_missing:
+        for tid, fmt in ck.torch.items():
+            if tid not in ck.torch_covered:
+                print(f"{tid}\t{fmt[:120]}")
     if args.group and (args.missing or args.todo):
         for f, cid in sorted(by_group[args.group]):
             if (f, cid) in ck.covered:

@@ -4,7 +4,7 @@
 Generates (once) a per-rank-file job with bench/generate.py (desync injected), then
 measures, each in a fresh client process so that its peak RSS (``ru_maxrss``) is its own:
 
-  pool     ``build_model(paths, jobs=W)`` (this process and W-1 forked workers)
+  pool     ``api.build(paths, Options(jobs=W))`` (this process and W-1 forked workers)
   dask     the Dask engine on a LocalCluster of W worker processes (started outside
            the timing; its workers are not the client)
 
@@ -55,11 +55,10 @@ def _gen(a: argparse.Namespace) -> dict:
 
 
 def _measure(mode: str, folder: str, workers: int, scheduler: str | None) -> dict:
-    from ncclsleuth.pipeline import build_model
+    from ncclsleuth import api
     from ncclsleuth.renderers import render
-    from ncclsleuth.rules.engine import build_report, load_rules
 
-    rules, _ = load_rules()
+    rules = api.load_rules(api.Options())
     files = [0]
 
     def tick(part) -> None:  # type: ignore[no-untyped-def]
@@ -68,16 +67,15 @@ def _measure(mode: str, folder: str, workers: int, scheduler: str | None) -> dic
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     if mode == "pool":
-        import ncclsleuth.pipeline as P
+        import ncclsleuth.parallel.local as P
 
         P.PARALLEL_MIN_BYTES = 0
-        model, notices, read = build_model([folder], jobs=workers, progress=tick)
+        built = api.build([folder], api.Options(jobs=workers, progress=tick))
     else:
-        from ncclsleuth.distributed import dask_engine
-
-        model, notices, read = build_model([folder], progress=tick, engine=dask_engine(scheduler))
+        built = api.build([folder], api.Options(scheduler=scheduler, progress=tick))
+    model, notices, read = built.model, built.notices, built.files_read
     t_model = time.perf_counter() - t0
-    report = build_report(model, rules, [n.to_dict() for n in notices])
+    report = api.diagnose(model, rules, [n.to_dict() for n in notices])
     text = render("json", report)
     wall = time.perf_counter() - t0
     return {"mode": mode, "files": read, "lines": model.lines, "model_s": t_model, "wall_s": wall,
@@ -100,9 +98,9 @@ def _child(mode: str, folder: str, workers: int, scheduler: str | None = None) -
 def _merge_costs(folder: str, workers: int, steps: list[int]) -> tuple[list[dict], float]:
     import concurrent.futures as cf
 
-    from ncclsleuth.ingest import discover
+    from ncclsleuth.ingest.sources import discover
     from ncclsleuth.model import JobModel
-    from ncclsleuth.model.job import merge
+    from ncclsleuth.model.merge import merge
 
     files = discover([folder]).files
     with cf.ProcessPoolExecutor(workers) as pool:
@@ -126,7 +124,7 @@ def _merge_costs(folder: str, workers: int, steps: list[int]) -> tuple[list[dict
 
 
 def _parse_pickled(f) -> bytes:  # type: ignore[no-untyped-def]
-    from ncclsleuth.pipeline import parse_one
+    from ncclsleuth.model.build import parse_one
 
     return pickle.dumps(parse_one(f), protocol=pickle.HIGHEST_PROTOCOL)
 

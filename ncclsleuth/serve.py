@@ -9,12 +9,11 @@
 Safety: binds loopback by default; bodies over ``max_bytes`` (also after gzip
 decompression) get 413; each analysis runs in a bounded worker pool with a time
 limit (504 when exceeded, 503 when all workers are busy); requests never touch the
-file system: the body is parsed from memory, line by line.
+file system: the body is read from memory, as a file of that content would be.
 """
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import threading
 import zlib
@@ -46,39 +45,15 @@ def decode_body(raw: bytes, encoding: str | None, max_bytes: int) -> bytes:
     return raw
 
 
-def lines_of(data: bytes) -> Any:
-    """``(line_number, text)`` pairs of in-memory bytes, cleaned like files are."""
-    from .ingest import clean
-
-    text = data.decode("utf-8", "replace")
-    if text.startswith(("\ufeff",)):
-        text = text[1:]
-    for n, line in enumerate(io.StringIO(text, newline=None), 1):
-        for seg in clean(line.replace("\x00", "")):
-            yield n, seg
-
-
 def analyze_bytes(data: bytes, rules: list[Any], source: str = SOURCE_NAME) -> Any:
-    """Bytes of one log -> Report, entirely in memory."""
-    from .grammar import ShapeCache
-    from .model import JobModel
-    from .parse import FileParser
-    from .rules.engine import build_report
+    """Bytes of one log -> Report, entirely in memory, through the orchestrator (the same
+    reading and parsing as a file of that content; a UTF-8 byte-order mark is dropped)."""
+    from . import api
 
-    model = JobModel()
-    model.add_source(source)
-    fp = FileParser(source, ShapeCache())
-    last = [0]
-
-    def numbered() -> Any:
-        for n, seg in lines_of(data):
-            last[0] = n
-            yield n, seg
-
-    for ev in fp.parse_lines(numbered()):
-        model.add(ev)
-    model.lines += last[0]
-    return build_report(model, rules, [])
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    options = api.Options(rules=rules, jobs=1, shared_cache=False)  # requests run in threads at once
+    return api.analyze(api.memory_sources({source: data}), options)
 
 
 class Server(ThreadingHTTPServer):
@@ -193,7 +168,7 @@ class Handler(BaseHTTPRequestHandler):
 
         report = analyze_bytes(data, self.server.rules)
         if redact:
-            from .redact import redact as do_redact
+            from .report.redact import redact as do_redact
 
             report = do_redact(report)
         opts = {"max_chars": max_chars} if max_chars is not None and fmt != "json" else {}
@@ -204,7 +179,7 @@ def make_server(host: str = "127.0.0.1", port: int = 8080, *, rules: list[Any] |
                 max_bytes: int = DEFAULT_MAX_BYTES, timeout_s: float = 60.0, workers: int = 4) -> Server:
     """A ready :class:`Server` (call ``serve_forever``); port 0 picks a free one."""
     if rules is None:
-        from .rules.engine import load_rules
+        from . import api
 
-        rules, _ = load_rules()
+        rules = api.load_rules(api.Options())
     return Server((host, port), rules=rules, max_bytes=max_bytes, timeout_s=timeout_s, workers=workers)

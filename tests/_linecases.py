@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 from ncclsleuth.events import Event
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.parse import FileParser
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.parse.lines import FileParser
 
 PARSE = Path(__file__).resolve().parent.parent / "fixtures" / "parse"
 

@@ -6,10 +6,10 @@ import os
 import shutil
 from pathlib import Path
 
-from ncclsleuth.cache import cache_dir
-from ncclsleuth.grammar import ShapeCache, TemplateStore
-from ncclsleuth.rules import engine
-from ncclsleuth.rules.engine import default_rule_dir, load_rules
+from ncclsleuth.util.cache import cache_dir
+from ncclsleuth.parse.grammar import ShapeCache, TemplateStore
+from ncclsleuth.rules import loader as engine
+from ncclsleuth.rules.loader import default_rule_dir, load_rules
 
 
 def _copy_pack(tmp_path: Path) -> Path:
@@ -113,7 +113,7 @@ def _learn_and_save(i: int) -> None:
 
 def test_unusable_cache_folder_is_skipped(tmp_path, monkeypatch):
     """A cache folder that cannot be created, or that others can write to, is not used."""
-    from ncclsleuth import cache
+    from ncclsleuth.util import cache
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
@@ -145,7 +145,7 @@ def test_analysis_works_without_a_cache_folder(tmp_path):
 
 
 def test_code_store_round_trip_compiles_each_source_once(monkeypatch):
-    from ncclsleuth import cache
+    from ncclsleuth.util import cache
 
     compiled = []
     real = compile
@@ -170,7 +170,7 @@ def test_code_store_round_trip_compiles_each_source_once(monkeypatch):
 def test_code_store_ignores_a_damaged_or_foreign_file():
     import marshal
 
-    from ncclsleuth import cache
+    from ncclsleuth.util import cache
 
     path = cache._code_path()
     assert path is not None
@@ -198,7 +198,7 @@ def test_same_report_with_an_empty_and_a_warm_code_store(tmp_path, monkeypatch):
 
 
 def test_code_store_concurrent_saves_keep_every_entry():
-    from ncclsleuth import cache
+    from ncclsleuth.util import cache
 
     path = cache._code_path()
     assert path is not None
@@ -225,7 +225,7 @@ def test_code_store_concurrent_saves_keep_every_entry():
 def test_old_template_stores_are_pruned_with_their_lock_files(tmp_path, monkeypatch):
     import time
 
-    import ncclsleuth.grammar as G
+    import ncclsleuth.parse.grammar as G
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = Path(cache_dir())
@@ -239,7 +239,7 @@ def test_old_template_stores_are_pruned_with_their_lock_files(tmp_path, monkeypa
 
 
 def test_bounded_stores_keep_what_was_used_and_drop_the_oldest():
-    from ncclsleuth.cache import merge_recent
+    from ncclsleuth.util.cache import merge_recent
 
     stored = {f"k{i}": i for i in range(6)}  # k0 oldest
     kept = merge_recent(stored, used={"k1"}, new={"n1": 10, "k3": 33}, limit=5)

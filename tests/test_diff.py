@@ -13,7 +13,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.diff import Run, compare, diff_runs, render_markdown, render_terminal
+from ncclsleuth import api
+from ncclsleuth.renderers.diff import render_markdown, render_terminal
+from ncclsleuth.report.diff import Run, compare
 from ncclsleuth.report import Report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +24,7 @@ BAD = str(ROOT / "fixtures" / "diff" / "bad")
 
 
 def test_interface_change_ranked_first_and_version_named():
-    d = diff_runs(GOOD, BAD)
+    d = api.diff([GOOD], [BAD])
     assert d.bad.report.verdict.category == "wrong_interface"
     keys = [c.key for c in d.changes]
     assert keys[:2] == ["env:NCCL_SOCKET_IFNAME", "bootstrap interface"]

@@ -92,8 +92,8 @@ def test_cluster_reading_s3_is_byte_identical(job, cluster, store):
 
 def test_results_merge_in_input_order_whatever_finishes_first(job, cluster, tmp_path):
     """A huge first file finishes last; the reorder buffer still hands files over in order."""
-    from ncclsleuth.distributed import DaskSource
-    from ncclsleuth.ingest import discover
+    from ncclsleuth.parallel.cluster import DaskSource
+    from ncclsleuth.ingest.sources import discover
 
     path, _ = job
     big = tmp_path / "a-big.log"

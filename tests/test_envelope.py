@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from _linecases import check, ident, load
-from ncclsleuth.envelope import peel
+from ncclsleuth.parse.envelope import peel
 
 CASES = load("envelope_lines.yaml")
 

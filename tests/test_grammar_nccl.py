@@ -7,12 +7,13 @@ import pytest
 
 from _linecases import PARSE, check, ident, load, plain
 from ncclsleuth.events import REGISTRY
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.grammar.build import ALIASES
-from ncclsleuth.ingest import InputFile, LineReader
-from ncclsleuth.parse import FileParser
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.parse.build import ALIASES
+from ncclsleuth.ingest.decode import LineReader
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.lines import FileParser
 
-GRAMMAR = PARSE.parent.parent / "ncclsleuth" / "grammar"
+GRAMMAR = PARSE.parent.parent / "ncclsleuth" / "parse" / "grammar"
 
 CASES = load("nccl_lines.yaml")
 

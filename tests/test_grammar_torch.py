@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from _linecases import check, ident, load
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.parse import FileParser
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.parse.lines import FileParser
 
 CASES = load("torch_lines.yaml")
 

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.ingest import InputFile, LineReader, clean, discover
+from ncclsleuth.ingest.decode import LineReader, clean
+from ncclsleuth.ingest.sources import InputFile, discover
 
 LINE = "node1:10:10 [0] NCCL INFO Using network IB"
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from ncclsleuth.model.facts import FACTS, iface_problem
-from ncclsleuth.rules.testing import model_of
-from ncclsleuth.topology import analyze_topology, check_ring
+from ncclsleuth.model.facts import FACTS
+from ncclsleuth.model.facts.network import iface_problem
+from ncclsleuth.ruletests import model_of
+from ncclsleuth.model.topology import analyze_topology, check_ring
 
 
 @pytest.mark.parametrize("name,addr,bad", [
@@ -99,7 +100,7 @@ def test_median_helper_matches_statistics():
     import random
     import statistics
 
-    from ncclsleuth.model.whole_job import _median
+    from ncclsleuth.model.stats import median as _median
 
     rnd = random.Random(7)
     for n in range(1, 40):

@@ -6,8 +6,9 @@ import os
 import time
 from pathlib import Path
 
-from ncclsleuth import pipeline as P
-from ncclsleuth.ingest import discover
+from ncclsleuth import api
+from ncclsleuth.parallel import local as P
+from ncclsleuth.ingest.sources import discover
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ def test_runs_are_shared_and_come_back_in_order(monkeypatch):
     files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
     assert len(files) >= 8
     runs = P._runs(files, 2)
-    results = list(P._parallel_results(files, 2, True))
+    results = list(P.parallel_results(files, 2, True))
     assert len(results) == len(runs)
     by = [m.parsed_by for m, _, _ in results]
     assert os.getpid() in by and set(by) - {os.getpid()}, by  # both processes parsed runs
@@ -46,7 +47,7 @@ def test_guided_runs_cover_every_file_once_and_shrink():
 
 def test_progress_counts_files_of_each_run(monkeypatch):
     """The progress bar counts files, also when a part is a worker's run of many files."""
-    import ncclsleuth.progress as PR
+    import ncclsleuth.cli.progress as PR
 
     shown = []
 
@@ -71,7 +72,7 @@ def test_progress_counts_files_of_each_run(monkeypatch):
     monkeypatch.setattr(rich.progress, "Progress", FakeProgress)
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)
     with PR.progress_for(enabled=True, delay=0) as tick:
-        P.build_model([str(ROOT / "fixtures" / "examples" / "desync-16")], jobs=2, progress=tick)
+        api.build([str(ROOT / "fixtures" / "examples" / "desync-16")], api.Options(jobs=2, progress=tick))
     assert shown and shown[-1].startswith("16 files, ")
 
 
@@ -114,7 +115,7 @@ def _dying_worker(args):  # type: ignore[no-untyped-def]
 def test_a_run_that_fails_in_a_worker_is_parsed_here(monkeypatch):
     monkeypatch.setattr(P, "_parse_task", _failing_in_worker)
     files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
-    results = list(P._parallel_results(files, 2, True))
+    results = list(P.parallel_results(files, 2, True))
     assert {m.parsed_by for m, _, _ in results} == {os.getpid()}
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
 
@@ -122,7 +123,7 @@ def test_a_run_that_fails_in_a_worker_is_parsed_here(monkeypatch):
 def test_a_dead_worker_costs_time_not_results(monkeypatch):
     monkeypatch.setattr(P, "_parse_task", _dying_worker)
     files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
-    results = list(P._parallel_results(files, 2, True))
+    results = list(P.parallel_results(files, 2, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
 
 
@@ -134,7 +135,7 @@ def test_a_bug_raises_here_with_its_own_error(monkeypatch):
     monkeypatch.setattr(P, "_parse_task", broken)
     files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
     try:
-        list(P._parallel_results(files, 2, True))
+        list(P.parallel_results(files, 2, True))
     except ValueError as exc:
         assert str(exc) == "parser bug"
     else:
@@ -142,7 +143,7 @@ def test_a_bug_raises_here_with_its_own_error(monkeypatch):
 
 
 def test_claims_hand_out_each_index_once_across_processes():
-    from ncclsleuth.workers import Claims
+    from ncclsleuth.parallel.forked import Claims
 
     claims = Claims(1000)
     children = []
@@ -169,7 +170,7 @@ def test_claims_hand_out_each_index_once_across_processes():
 
 def test_a_lost_lock_token_is_put_back_once_no_worker_is_left():
     """A worker killed while holding the claim lock must not hang this process."""
-    from ncclsleuth.workers import Claims
+    from ncclsleuth.parallel.forked import Claims
 
     claims = Claims(5)
     os.read(claims._r, 1)  # as a worker killed inside the critical section leaves it
@@ -193,13 +194,13 @@ def test_rules_load_while_workers_parse_and_before_a_serial_parse(monkeypatch):
     seen = []
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)
     before = set(_children())  # other tests' servers may be running
-    P.build_model(job, jobs=2, meanwhile=lambda: seen.append(set(_children()) - before))
+    api.build(job, api.Options(jobs=2), meanwhile=lambda: seen.append(set(_children()) - before))
     assert len(seen) == 1 and len(seen[0]) == 1  # one worker, running while the rules load
 
     order = []
-    real = P.parse_one
-    monkeypatch.setattr(P, "parse_one", lambda *a, **k: (order.append("parse"), real(*a, **k))[1])
-    P.build_model(job, jobs=1, meanwhile=lambda: order.append("meanwhile"))
+    real = api.parse_one
+    monkeypatch.setattr(api, "parse_one", lambda *a, **k: (order.append("parse"), real(*a, **k))[1])
+    api.build(job, api.Options(jobs=1), meanwhile=lambda: order.append("meanwhile"))
     assert order[0] == "meanwhile" and order.count("meanwhile") == 1 and "parse" in order
 
 
@@ -223,7 +224,7 @@ def test_stopping_early_ends_the_workers_quietly(capfd):
     process is left behind and nothing is printed."""
     files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
     before = set(_children())
-    gen = P._parallel_results(files, 3, True)
+    gen = P.parallel_results(files, 3, True)
     next(gen)
     gen.close()
     assert set(_children()) - before == set()
@@ -264,7 +265,7 @@ def test_no_more_workers_than_runs_to_share(monkeypatch):
         return pid
 
     monkeypatch.setattr(os, "fork", counting_fork)
-    results = list(P._parallel_results(files, 16, True))
+    results = list(P.parallel_results(files, 16, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
     assert len(forks) == 2
 
@@ -278,7 +279,7 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path):
     pids = tmp_path / "pids"
     script = f"""
 import os, time
-from ncclsleuth import workers
+from ncclsleuth.parallel import forked as workers
 def work(i):
     with open({str(pids)!r}, "a") as f:
         f.write(f"{{os.getpid()}}\\n")
@@ -320,12 +321,12 @@ def test_a_failed_fork_leaves_the_work_to_the_processes_that_started(monkeypatch
         return real()
 
     monkeypatch.setattr(os, "fork", second_fails)
-    results = list(P._parallel_results(files, 4, True))
+    results = list(P.parallel_results(files, 4, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
     assert len(calls) == 2
     def always_fails():  # type: ignore[no-untyped-def]
         raise OSError(12, "Cannot allocate memory")
 
     monkeypatch.setattr(os, "fork", always_fails)  # no worker at all: this process parses every run
-    results = list(P._parallel_results(files, 2, True))
+    results = list(P.parallel_results(files, 2, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]

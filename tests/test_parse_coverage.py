@@ -2,10 +2,11 @@
 end up as 'text' or as 'nccl_other' without a catalog id must stay at or below 1 %."""
 from __future__ import annotations
 
-from ncclsleuth.envelope import peel
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.ingest import InputFile, LineReader
-from ncclsleuth.parse import FileParser
+from ncclsleuth.parse.envelope import peel
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.ingest.decode import LineReader
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.lines import FileParser
 
 
 def test_nccl_line_coverage(corpus):

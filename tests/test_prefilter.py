@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 
-import ncclsleuth.pipeline as P
-from ncclsleuth.fastread import BlockReader
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.ingest import InputFile, LineReader
-from ncclsleuth.parse import FileParser
+import ncclsleuth.parallel.local as P
+from ncclsleuth import api
+from ncclsleuth.model.build import parse_one
+from ncclsleuth.ingest.blocks import BlockReader
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.ingest.decode import LineReader
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.lines import FileParser
 from ncclsleuth.renderers import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +42,7 @@ def test_fast_path_keeps_every_meaningful_line(path):
 
 
 def _report(paths, **kw) -> str:
-    report, _ = P.analyze([str(p) for p in paths], **kw)
+    report = api.analyze([str(p) for p in paths], api.Options(**kw))
     return render("json", report)
 
 
@@ -72,7 +75,7 @@ def test_connection_lines_folded_without_events_give_the_same_model():
     for folder in (ROOT / "fixtures" / "examples" / "desync-16", ROOT / "fixtures" / "report" / "job64"):
         for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.endswith(".json")):
             inp = InputFile(str(path))
-            fast, _, _ = P.parse_one(inp, True, ShapeCache())
+            fast, _, _ = parse_one(inp, True, ShapeCache())
             slow = JobModel()
             slow.add_source(inp.display)
             fp = FileParser(inp.display, ShapeCache(), keep_text=False, use_catalog=False)
@@ -88,7 +91,7 @@ def test_connection_lines_folded_without_events_give_the_same_model():
 
 def test_step_times_are_sampled_in_the_fast_path(tmp_path):
     """Step lines carry no prefilter keyword: the literal scans find them, 32 per rank."""
-    from ncclsleuth.parse import STEP_SAMPLES_PER_RANK
+    from ncclsleuth.parse.lines import STEP_SAMPLES_PER_RANK
 
     p = tmp_path / "rank0.log"
     p.write_text("".join(f"iter {i}: loss 1.0, time: {1000 + i}.0ms\n" for i in range(100)))

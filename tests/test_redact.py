@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.cli_report import analyze_with_figures
-from ncclsleuth.redact import redact, redact_figures, redactor_for
+from ncclsleuth import api
+from ncclsleuth.report.redact import redact
 from ncclsleuth.renderers import render
 from ncclsleuth.report import Evidence, Finding, Report
 
@@ -32,10 +32,8 @@ def identifiers(path: Path) -> set[str]:
 
 
 def outputs(path: Path) -> dict[str, str]:
-    report, figures, _, _ = analyze_with_figures([str(path)])
-    r = redactor_for(report)
-    figures = redact_figures(figures, r)
-    red = redact(report, r)
+    red = redact(api.analyze([str(path)], api.Options(with_figures=True)))  # the figures too
+    figures = red.figures
     return {"json": render("json", red), "markdown": render("markdown", red, max_chars=100_000),
             "slack": render("slack", red, max_chars=100_000), "terminal": render("terminal", red),
             "html": render("html", red, figures=figures),
@@ -46,7 +44,7 @@ def outputs(path: Path) -> dict[str, str]:
 def test_no_identifier_survives(path: Path) -> None:
     ids = identifiers(path)
     assert ids, "the fixture should carry identifiers"
-    unredacted = render("json", analyze_with_figures([str(path)])[0])
+    unredacted = render("json", api.analyze([str(path)]))
     assert any(i in unredacted for i in ids)  # they are in the plain report ...
     for fmt, text in outputs(path).items():
         leaked = sorted(i for i in ids if re.search(r"(?<![\w-])" + re.escape(i) + r"(?![\w-])", text))

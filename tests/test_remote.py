@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from _jobs import S3Store, make_job
 from ncclsleuth.cli import main
-from ncclsleuth.remote import is_url, local_path, url_protocol
+from ncclsleuth.ingest.remote import is_url, local_path, url_protocol
 
 
 def _local_json(job: Path) -> str:
@@ -85,8 +85,8 @@ def test_memory_store_lists_lazily_and_reads_each_object_once(tmp_path, monkeypa
     """Listing pages through ``ls`` once per folder (no ``find``), each object is opened once."""
     from fsspec.implementations.memory import MemoryFileSystem
 
-    from ncclsleuth.pipeline import analyze
-    from ncclsleuth.remote import remote_engine
+    from ncclsleuth import api
+    from ncclsleuth.api import analyze
     from ncclsleuth.renderers import render
 
     job, man = make_job(tmp_path, ranks=32)
@@ -107,7 +107,8 @@ def test_memory_store_lists_lazily_and_reads_each_object_once(tmp_path, monkeypa
                                                                             real_ls(self, path, *a, **k))[1])
     monkeypatch.setattr(MemoryFileSystem, "find", lambda *a, **k: pytest.fail("find materialises the prefix"))
     try:
-        report, files = analyze(["memory://t/job"], engine=remote_engine(jobs=1))
+        report = analyze(["memory://t/job"], api.Options(jobs=1))
+        files = report.files_read
     finally:
         monkeypatch.undo()
         fs.rm("/t", recursive=True)

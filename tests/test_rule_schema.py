@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.rules.engine import load_rules
+from ncclsleuth.rules.loader import load_rules
 from ncclsleuth.rules.schema import RuleError
 
 GOOD = textwrap.dedent("""\
@@ -97,17 +97,17 @@ def test_explains_conditions_are_validated(tmp_path):
 
 def test_explains_accounts_for_consequences_only_when_the_rule_fires(tmp_path):
     """RDZV001: 'failed to listen' follows the bind failures; alone it proves no port conflict."""
-    from ncclsleuth.pipeline import analyze
+    from ncclsleuth.api import analyze
 
     bind = "[W socket.cpp:464] [c10d] The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).\n"
     listen = "[E socket.cpp:500] [c10d] The server socket has failed to listen on any local network address.\n"
     (tmp_path / "both.log").write_text(bind + listen)
     (tmp_path / "listen.log").write_text(listen)
-    report, _ = analyze([str(tmp_path / "both.log")])
+    report = analyze([str(tmp_path / "both.log")])
     f = next(f for f in report.findings if f.rule_id == "RDZV001")
     assert [e.line for e in f.evidence] == [1]  # not evidence
     assert f.explained_lines() == {str(tmp_path / "both.log"): [1, 2]}
     assert report.unexplained_total == 0
-    report, _ = analyze([str(tmp_path / "listen.log")])
+    report = analyze([str(tmp_path / "listen.log")])
     assert "RDZV001" not in [f.rule_id for f in report.findings]
     assert [e.line for e in report.unexplained] == [1]

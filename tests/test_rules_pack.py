@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ncclsleuth.rules.engine import default_rule_dir, load_rules
+from ncclsleuth.rules.loader import default_rule_dir, load_rules
 from ncclsleuth.rules.schema import CATEGORIES
-from ncclsleuth.rules.testing import model_of, run_rule_test
-from ncclsleuth.rules.engine import run_rules
+from ncclsleuth.ruletests import findings_of, run_rule_test
 
 RULES, _ = load_rules()
 CASES = [(r, t) for r in RULES for t in r.tests]
@@ -26,7 +25,7 @@ def test_rule_case(rule, case):
                          ids=[f"{r.id}_{t.name}" for r, t in CASES if t.should_fire])
 def test_fail_case_names_exact_rule_and_line(rule, case):
     """The finding carries this rule's id and the expected evidence line, exactly."""
-    findings = [f for f in run_rules(model_of(case.log), [rule])]
+    findings = findings_of(rule, case)  # through the orchestrator, as analyze (or watch) reads logs
     assert [f.rule_id for f in findings] == [rule.id]
     ev = findings[0].evidence
     if case.expect_line is not None:
@@ -76,12 +75,12 @@ def test_rule_files_are_plain_yaml_data():
 def test_count_says_at_least_when_events_were_capped(tmp_path, monkeypatch):
     """Beyond KEEP_PER_KIND events of a kind are counted, not kept: {count} reads 'N+'."""
     import ncclsleuth.model.job as J
-    from ncclsleuth.pipeline import analyze
+    from ncclsleuth.api import analyze
 
     line = "node1:1:1 [0] misc/socket.cc:40 NCCL WARN ncclOsSocketTryAccept: Accept failed: Too many open files\n"
     (tmp_path / "a.log").write_text(line * 5)
-    report, _ = analyze([str(tmp_path / "a.log")])
+    report = analyze([str(tmp_path / "a.log")])
     assert "(5 line(s))" in next(f for f in report.findings if f.rule_id == "ULIM001").message
     monkeypatch.setattr(J, "KEEP_PER_KIND", 3)
-    report, _ = analyze([str(tmp_path / "a.log")])
+    report = analyze([str(tmp_path / "a.log")])
     assert "(3+ line(s))" in next(f for f in report.findings if f.rule_id == "ULIM001").message

@@ -7,9 +7,10 @@ import pytest
 
 from _linecases import PARSE, load
 from conftest import CORPUS
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.ingest import InputFile, LineReader
-from ncclsleuth.parse import FileParser
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.ingest.decode import LineReader
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.lines import FileParser
 
 FIXTURE_LOGS = sorted((PARSE.parent / "corpus").glob("*/log.txt"))
 CORPUS_LOGS = sorted(CORPUS.glob("*/*/log.txt")) if CORPUS.exists() else []
@@ -69,7 +70,7 @@ def test_interpreted_and_compiled_fills_agree(monkeypatch, compile_after, keep_t
     """A template fills by reading its spans for its first uses, then by generated code
     (message shapes, whole NCCL lines and their position-exact fills): every mix must
     give the plain parse."""
-    import ncclsleuth.grammar as G
+    import ncclsleuth.parse.grammar as G
 
     monkeypatch.setattr(G, "COMPILE_AFTER", compile_after)
     lines = []
@@ -80,7 +81,7 @@ def test_interpreted_and_compiled_fills_agree(monkeypatch, compile_after, keep_t
 
 
 def test_each_span_form_reads_the_same_both_ways():
-    import ncclsleuth.grammar as G
+    import ncclsleuth.parse.grammar as G
 
     parts = ["ab", "12", "cd", "345", "ef"]
     spans = {"one": (0, 0, 0, None), "inner": (2, 1, 2, 2), "tail": (2, 1, 2, None), "across": (0, 1, 4, 1),
@@ -97,7 +98,7 @@ def test_a_line_too_big_to_compile_fills_the_same_every_time(monkeypatch, compil
     once compiled to a '+' chain the compiler recursed into until RecursionError, and
     the line vanished from the second occurrence of its shape on (with a warm cache,
     from the first)."""
-    import ncclsleuth.grammar as G
+    import ncclsleuth.parse.grammar as G
 
     monkeypatch.setattr(G, "COMPILE_AFTER", compile_after)
     ranks = ", ".join(str(i) for i in range(16384))

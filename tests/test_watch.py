@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.watch import Watcher, parse_duration, rank_ranges
+from ncclsleuth.live import Watcher, parse_duration
+from ncclsleuth.model.live import rank_ranges
 from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 
 ROOT = Path(__file__).resolve().parent.parent

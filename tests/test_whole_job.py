@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.pipeline import analyze
+from ncclsleuth.api import analyze
 from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def problems(report):
 def test_rank_that_missed_the_collective_is_named_first(tmp_path, ranks, version):
     job, man = make_job(tmp_path, "desync", ranks, version)
     (culprit,), (host,) = man["culprit_ranks"], man["culprit_hosts"]
-    report, _ = analyze([str(job)])
+    report = analyze([str(job)])
     top = report.findings[0]
     assert top.rule_id == "DESYNC002"
     assert (f"Rank {culprit} (host {host}) stopped at SeqNum 1244 while {ranks - 1} ranks reached 1245 (ALLREDUCE)"
@@ -53,7 +53,7 @@ def test_rank_that_missed_the_collective_is_named_first(tmp_path, ranks, version
 def test_rank_that_never_arrived_at_init(tmp_path, ranks):
     job, man = make_job(tmp_path, "missing_rank", ranks)
     (culprit,), (host,) = man["culprit_ranks"], man["culprit_hosts"]
-    report, _ = analyze([str(job)])
+    report = analyze([str(job)])
     top = report.findings[0]
     assert top.rule_id == "INIT002"
     assert f"ranks {culprit} never logged Init START ({host}); {ranks - 1} ranks did" in top.message
@@ -62,7 +62,7 @@ def test_rank_that_never_arrived_at_init(tmp_path, ranks):
 def test_socket_fallback_minority_node(tmp_path):
     job, man = make_job(tmp_path, "socket_fallback", 32)
     (host,) = man["culprit_hosts"]
-    report, _ = analyze([str(job)])
+    report = analyze([str(job)])
     top = report.findings[0]
     assert (top.rule_id, top.category) == ("NET003", "socket_fallback")
     assert top.hosts == [host] and "other nodes of this job use NET/IB" in top.message
@@ -71,7 +71,7 @@ def test_socket_fallback_minority_node(tmp_path):
 def test_wrong_interface_on_one_node(tmp_path):
     job, man = make_job(tmp_path, "wrong_iface", 32)
     (host,) = man["culprit_hosts"]
-    report, _ = analyze([str(job)])
+    report = analyze([str(job)])
     top = report.findings[0]
     assert (top.rule_id, top.hosts) == ("NET001", [host])
     assert "docker0" in top.title
@@ -81,7 +81,7 @@ def test_wrong_interface_on_one_node(tmp_path):
 def test_duplicate_gpu_ranks(tmp_path):
     job, man = make_job(tmp_path, "dup_gpu", 16)
     a, b = man["culprit_ranks"]
-    report, _ = analyze([str(job)])
+    report = analyze([str(job)])
     top = report.findings[0]
     assert top.rule_id == "DUP001"
     assert {f"rank {a}", f"rank {b}"} <= set(top.title.replace("(", "").replace(")", "").split(" and ")) or \
@@ -91,7 +91,7 @@ def test_duplicate_gpu_ranks(tmp_path):
 @pytest.mark.parametrize("ranks,version", [(8, "2.18"), (64, "2.23")])
 def test_healthy_multi_rank_jobs_raise_no_warning(tmp_path, ranks, version):
     job, _ = make_job(tmp_path, "none", ranks, version)
-    report, _ = analyze([str(job)])
+    report = analyze([str(job)])
     assert problems(report) == [], [f.title for f in problems(report)]
     assert report.unexplained_total == 0
     assert report.summary["ranks"] == ranks
@@ -100,7 +100,8 @@ def test_healthy_multi_rank_jobs_raise_no_warning(tmp_path, ranks, version):
 def test_1024_rank_job_one_rank_missing_a_collective(tmp_path):
     job, man = make_job(tmp_path, "desync", 1024, seed=11)
     (culprit,), (host,) = man["culprit_ranks"], man["culprit_hosts"]
-    report, files = analyze([str(job)])
+    report = analyze([str(job)])
+    files = report.files_read
     assert files == 1024
     top = report.findings[0]
     assert top.rule_id == "DESYNC002"
@@ -129,7 +130,7 @@ def test_straggler_rank_on_16_rank_job(tmp_path):
             f"node{r // 8}:{1000 + r}:{1000 + r} [{r % 8}] NCCL INFO ncclCommInitRank comm 0x{r + 1:x}0 rank {r} "
             f"nranks 16 cudaDev {r % 8} nvmlDev {r % 8} busId 18000 commId 0xabc - Init START\n"
             + "\n".join(lines) + "\n")
-    report, _ = analyze([str(tmp_path)])
+    report = analyze([str(tmp_path)])
     (f,) = [f for f in report.findings if f.rule_id == "STRAG001"]
     assert f.title.startswith("rank 11 (node1) is a straggler")
     assert "[rank11]:iter 1:" in f.evidence[0].text
@@ -144,7 +145,7 @@ def test_ras_dead_peer_named_by_its_host(tmp_path):
         "node019:23001:23420 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.19<0>\n"
         "node019:23001:23420 [0] NCCL INFO RAS keep-alive timeout error (20s) on socket connection with 10.0.0.18<52401>\n")
     (tmp_path / "node018.log").write_text("node018:22001:22007 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.18<0>\n")
-    report, _ = analyze([str(tmp_path)])
+    report = analyze([str(tmp_path)])
     f = next(f for f in report.findings if f.rule_id == "RAS001")
     assert f.hosts == ["node018"]
     assert "node018" in f.title and "10.0.0.18<52401>" in f.title
@@ -165,9 +166,9 @@ def test_pytorch_lines_get_the_host_of_their_file(tmp_path):
         "[rank9]:[E1129 11:41:56.7 ProcessGroupNCCL.cpp:632] [Rank 9] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds "
         "before timing out.\n")
-    report, _ = analyze([str(tmp_path / "rank3.log")])
+    report = analyze([str(tmp_path / "rank3.log")])
     f = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
     assert f.hosts == ["node007"] and f.message.startswith("node007:")
-    report, _ = analyze([str(tmp_path / "mixed.log")])
+    report = analyze([str(tmp_path / "mixed.log")])
     f = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
     assert f.hosts == [] and f.message.startswith("?:")

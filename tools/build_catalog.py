@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build ncclsleuth/data/nccl_formats.tsv from ../shared/reference/nccl/messages.tsv.
+"""Build ncclsleuth/parse/data/nccl_formats.tsv from ../shared/reference/nccl/messages.tsv.
 
 The shipped catalog keeps one row per distinct (level, format): an id, the level, the
 canonical subsystem, the format, and the first/last release tags.  The reference TSV
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared/reference/nccl/messages.tsv"
-DST = ROOT / "ncclsleuth/data/nccl_formats.tsv"
+DST = ROOT / "ncclsleuth/parse/data/nccl_formats.tsv"
 
 
 def main() -> None:

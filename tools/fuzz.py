@@ -33,12 +33,13 @@ atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 from _corpus import lines as corpus_lines  # noqa: E402
 
-from ncclsleuth import pipeline  # noqa: E402
-from ncclsleuth.envelope import peel  # noqa: E402
-from ncclsleuth.grammar import ShapeCache  # noqa: E402
-from ncclsleuth.parse import FileParser  # noqa: E402
+from ncclsleuth import api  # noqa: E402
+from ncclsleuth.model.job import JobModel  # noqa: E402
+from ncclsleuth.parse.envelope import peel  # noqa: E402
+from ncclsleuth.parse.grammar import ShapeCache  # noqa: E402
+from ncclsleuth.parse.lines import FileParser  # noqa: E402
 from ncclsleuth.renderers import render  # noqa: E402
-from ncclsleuth.rules.engine import load_rules  # noqa: E402
+from ncclsleuth.rules.loader import load_rules  # noqa: E402
 
 TOKENS = [b"NCCL ", b"WARN ", b"INFO ", b"[1,2]<stdout>:", b"[rank3]:", b"Traceback (most recent call last):",
           b'  File "x.py", line 1, in barrier', b"RuntimeError: ", b"](http://a)", b"  x.py:12", b"[E",
@@ -90,14 +91,14 @@ def run_one(data: bytes, cache: ShapeCache, rules, full: bool, tmp: str) -> None
     fp = FileParser("fuzz.log", cache)
     for _ in fp.parse_lines((i + 1, s) for i, s in enumerate(lines)):
         pass
-    fp = FileParser("fuzz.log", cache, keep_text=False, use_catalog=False, fold_conns=True)
+    fp = FileParser("fuzz.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
     for _ in fp.parse_block(1, "\n".join(lines)):
         pass
     if full:
         p = os.path.join(tmp, "rank0.log")
         with open(p, "wb") as fh:
             fh.write(data)
-        report, _ = pipeline.analyze([p], rules)
+        report = api.analyze([p], api.Options(rules=rules))
         json.loads(render("json", report))
 
 

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as E
+from ..events.nccl import via_fields
+
+if TYPE_CHECKING:
+    from .live import LiveView
 
 #: Kinds folded into aggregates instead of being kept one by one.
 HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "nccltests_row",
@@ -113,6 +117,8 @@ class JobModel:
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
         self._source_hosts: tuple[int, dict[str, str]] | None = None
+        #: what ``watch`` knows beyond the lines (when each process was last heard of); None elsewhere
+        self.live: LiveView | None = None
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -232,8 +238,6 @@ def _via(via: str) -> tuple[str, str | None, bool]:
     """(hop label, net name, GDR) of a ``via`` text, memoised: a log has a handful of them."""
     hit = _VIA.get(via)
     if hit is None:
-        from ..grammar.build import via_fields
-
         f = via_fields(via)
         t = f.get("transport", "")
         net = f.get("net") if t == "NET" else None
@@ -456,94 +460,3 @@ _HANDLERS: dict[str, Any] = {
     "nccltests_row": _h_row,
     "step_time": _h_step,
 }
-
-
-# ---------------------------------------------------------------------- merging
-
-
-def merge(into: JobModel, other: JobModel) -> None:
-    """Fold a per-file model into the job model (files merged in input order).
-
-    The result does not depend on how files were grouped into workers: every file is
-    parsed into its own model and merged in the same order, with ``--jobs 1`` too.
-    """
-    known = into._source_index
-    for s in other.sources:
-        if s not in known:
-            known[s] = len(into.sources)
-            into.sources.append(s)
-    into.lines += other.lines
-    into.kind_counts.update(other.kind_counts)
-    into.folded.update(other.folded)
-    for kind, evs in other.events.items():
-        bucket = into.events.setdefault(kind, [])
-        room = KEEP_PER_KIND - len(bucket)
-        bucket.extend(evs[:max(room, 0)])
-        if len(evs) > room:
-            into.folded[kind] += len(evs) - max(room, 0)
-    for key, p in other.processes.items():
-        mine = into.processes.get(key)
-        if mine is None:
-            into.processes[key] = p
-        else:
-            _merge_process(mine, p)
-    for key, c in other.comms.items():
-        mine_c = into.comms.get(key)
-        if mine_c is None:
-            into.comms[key] = c
-        else:
-            _merge_comm(mine_c, c)
-    into.versions_unattached.extend(other.versions_unattached)
-    into.failure_blocks.extend(other.failure_blocks)
-    room = KEEP_PER_KIND - len(into.nccltests_rows)
-    into.nccltests_rows.extend(other.nccltests_rows[:max(room, 0)])
-    for key, times in other.step_times.items():
-        mine_t = into.step_times.setdefault(key, [])
-        mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
-        into.step_evidence.setdefault(key, other.step_evidence[key])
-
-
-def _merge_process(a: Process, b: Process) -> None:
-    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "last_ts"):
-        if getattr(a, name) is None:
-            setattr(a, name, getattr(b, name))
-    for name in ("bootstrap", "socket_ifaces", "ib_devices"):
-        if not getattr(a, name):
-            setattr(a, name, getattr(b, name))
-    a.ib_none = a.ib_none or b.ib_none
-    a.ibverbs_missing = a.ibverbs_missing or b.ibverbs_missing
-    a.env.update({k: v for k, v in b.env.items() if k not in a.env})
-    a.plugins.extend(x for x in b.plugins if x not in a.plugins)
-    a.comm_ranks |= b.comm_ranks
-    a.gdr_conns += b.gdr_conns
-    a.net_conns += b.net_conns
-    a.errors += b.errors
-    a.last_line, a.last_kind = b.last_line, b.last_kind
-    for k, ev in b.evidence.items():
-        a.evidence.setdefault(k, ev)
-
-
-def _merge_comm(a: Comm, b: Comm) -> None:
-    a.nranks = a.nranks or b.nranks
-    for r, st in b.ranks.items():
-        mine = a.ranks.get(r)
-        if mine is None:
-            a.ranks[r] = st
-            continue
-        for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "start", "complete", "timings",
-                     "bootstrap_timings", "local_rank", "nnodes"):
-            if getattr(mine, name) is None:
-                setattr(mine, name, getattr(st, name))
-    for ch, order in b.rings.items():
-        a.rings.setdefault(ch, order)
-    a.ring_truncated = a.ring_truncated or b.ring_truncated
-    for ch, edges in b.trees.items():
-        a.trees.setdefault(ch, []).extend(edges)
-    for hop, val in b.hops.items():
-        mine_h = a.hops.get(hop)
-        if mine_h is None:
-            a.hops[hop] = list(val)
-        else:
-            mine_h[3] += val[3]
-    a.transports.update(b.transports)
-    a.graph_event = a.graph_event or b.graph_event

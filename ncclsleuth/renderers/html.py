@@ -6,7 +6,7 @@ by transport, the top finding's hosts/ranks highlighted), init timeline (one bar
 rank, init phases stacked, slowest rank marked) and the unexplained warnings.
 
 Pure: ``render(report, figures=...)`` takes the Report and the plain-dict figures
-payload built by :func:`ncclsleuth.cli_report.build_figures`; without figures the
+payload built by :func:`ncclsleuth.model.figures.build_figures` (``Report.figures``); without figures the
 pictures are left out with a note.
 """
 from __future__ import annotations

@@ -49,13 +49,13 @@ class RuleError(ValueError):
 TOP_KEYS = {"id": str, "name": str, "title": str, "category": str, "severity": str, "confidence": (int, float),
             "description": str, "match": dict, "message": str, "fix": str, "references": list, "tests": list,
             "role": str, "symptom_of": list, "priority": int, "tags": list, "status": str, "aliases": list,
-            "limit": int, "explains": list}
+            "limit": int, "explains": list, "per_record": bool}
 REQUIRED = ("id", "name", "title", "category", "severity", "confidence", "description", "match", "message",
             "fix", "references", "tests")
 COND_KEYS = {"all", "any", "none", "not", "event", "fact", "where", "count", "as"}
 PRED_OPS = {"eq", "ne", "in", "not_in", "regex", "not_regex", "gt", "ge", "lt", "le", "exists", "contains"}
 COUNT_OPS = {"eq", "ne", "gt", "ge", "lt", "le"}
-TEST_KEYS = {"name", "fail", "pass", "expect_line", "expect_text", "files"}
+TEST_KEYS = {"name", "fail", "pass", "expect_line", "expect_text", "files", "quiet_for"}
 _ID = re.compile(r"^[A-Z]{2,8}\d{3}$")
 
 
@@ -66,6 +66,8 @@ class RuleTest:
     should_fire: bool
     expect_line: int | None = None
     expect_text: str | None = None
+    #: a rule of a job watched live: evaluated this many seconds after the snippet's last line
+    quiet_for: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class Rule:
     #: conditions whose lines this rule's finding also accounts for when it fires (the
     #: consequences it causes), though they are not evidence for it on their own
     explains: tuple[dict[str, Any], ...] = ()
+    #: one finding per matched record (a fact's per-host records) instead of one for the rule
+    per_record: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -121,6 +125,8 @@ def validate(doc: Any, path: str) -> Rule:
     if role not in ("cause", "symptom", "context"):
         raise RuleError(path, "must be cause, symptom or context", "role")
     check_condition(doc["match"], path, "match")
+    if doc.get("per_record") and "fact" not in doc["match"]:
+        raise RuleError(path, "one finding per record needs a match that is one fact: leaf", "per_record")
     if not doc["references"] or not all(isinstance(r, str) for r in doc["references"]):
         raise RuleError(path, "needs at least one reference (string)", "references")
     for i, cond in enumerate(doc.get("explains", ())):
@@ -131,7 +137,7 @@ def validate(doc: Any, path: str) -> Rule:
                 fix=doc["fix"], references=tuple(doc["references"]), tests=tests, path=path, role=role,
                 symptom_of=tuple(doc.get("symptom_of", ())), priority=int(doc.get("priority", 0)),
                 tags=tuple(doc.get("tags", ())), limit=int(doc.get("limit", 20)),
-                explains=tuple(doc.get("explains", ())))
+                explains=tuple(doc.get("explains", ())), per_record=bool(doc.get("per_record", False)))
 
 
 def _tname(t: Any) -> str:
@@ -195,5 +201,23 @@ def _test(t: Any, path: str, i: int) -> RuleTest:
     if has_fail and "expect_line" not in t and "expect_text" not in t:
         raise RuleError(path, "a fail test must say which line is the evidence (expect_line or expect_text)",
                         f"tests[{i}]")
+    quiet = t.get("quiet_for")
+    if quiet is not None and (isinstance(quiet, bool) or not isinstance(quiet, (int, float)) or quiet < 0):
+        raise RuleError(path, "must be a number of seconds", f"tests[{i}].quiet_for")
     return RuleTest(name=str(t.get("name", f"case{i}")), log=log, should_fire=has_fail,
-                    expect_line=t.get("expect_line"), expect_text=t.get("expect_text"))
+                    expect_line=t.get("expect_line"), expect_text=t.get("expect_text"),
+                    quiet_for=float(quiet) if quiet is not None else None)
+
+
+def facts_of(cond: dict[str, Any]) -> set[str]:
+    """The fact names a condition tree refers to (in any branch)."""
+    out: set[str] = set()
+    for k in ("all", "any", "none"):
+        for sub in cond.get(k, ()):
+            out |= facts_of(sub)
+    if "not" in cond:
+        out |= facts_of(cond["not"])
+    if "fact" in cond:
+        names = cond["fact"]
+        out.update(names if isinstance(names, list) else [names])
+    return out

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.cli_report import analyze_with_figures
+from ncclsleuth import api
 from ncclsleuth.renderers import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +27,9 @@ def job64_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_figures_of_the_64_rank_job() -> None:
-    report, figures, _, files = analyze_with_figures([str(JOB64)])
-    assert files == 64
+    report = api.analyze([str(JOB64)], api.Options(with_figures=True))
+    figures = report.figures
+    assert report.files_read == 64 and figures is not None
     comm = figures["comms"][0]
     assert comm["nranks"] == 64 and len(comm["ranks"]) == 64
     assert comm["rings"][0][1] == list(range(64))
@@ -66,8 +67,8 @@ def test_markdown_postmortem_has_mermaid(tmp_path: Path) -> None:
 
 
 def test_html_without_figures_says_so() -> None:
-    report, _, _, _ = analyze_with_figures([str(JOB64)])
-    assert "No topology data" in render("html", report)
+    report = api.analyze([str(JOB64)])
+    assert report.figures is None and "No topology data" in render("html", report)
 
 
 def _chromium() -> str | None:

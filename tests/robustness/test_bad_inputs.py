@@ -20,7 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
-from ncclsleuth.ingest import InputFile, LineReader
+from ncclsleuth.ingest.decode import LineReader
+from ncclsleuth.ingest.sources import InputFile
 
 WARN = "node1:4242:4242 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129"
 GOOD = (WARN + "\n").encode()
@@ -373,9 +374,9 @@ def test_stdin_binary_and_text():
 def test_internal_error_one_line_and_debug_traceback(tmp_path):
     p = tmp_path / "a.log"
     p.write_bytes(GOOD)
-    code = ("import sys, ncclsleuth.pipeline as P\n"
+    code = ("import sys, ncclsleuth.api as A\n"
             "def boom(*a, **k): raise RuntimeError('injected failure')\n"
-            "P.analyze = boom\n"
+            "A.analyze = boom\n"
             "from ncclsleuth.cli import main\n"
             "main(sys.argv[1:])\n")
     plain = subprocess.run([sys.executable, "-c", code, "analyze", str(p)], capture_output=True, text=True, timeout=60)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ncclsleuth import pipeline
+from ncclsleuth import api
 from ncclsleuth.model.job import KEEP_PER_KIND
-from ncclsleuth.rules.engine import load_rules
+from ncclsleuth.rules.loader import load_rules
 
 N = int(os.environ.get("NCCLSLEUTH_FLOOD_LINES", str(KEEP_PER_KIND + 10_000)))
 FLOOD = ("node1:100:100 [0] misc/socket.cc:540 NCCL WARN socketPollConnect: connect returned Connection refused, "
@@ -43,7 +43,7 @@ def flood(tmp_path_factory) -> tuple[Path, object, int]:  # type: ignore[type-ar
     rules, _ = load_rules()
     tracemalloc.start()
     try:
-        report, _ = pipeline.analyze([str(p)], rules)
+        report = api.analyze([str(p)], api.Options(rules=rules))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -58,7 +58,7 @@ def test_peak_memory_bounded(flood):
 
 def test_model_folds_beyond_keep_per_kind(flood):
     p, _, _ = flood
-    model, _, _ = pipeline.build_model([str(p)])
+    model = api.build([str(p)]).model
     assert max(len(v) for v in model.events.values()) <= KEEP_PER_KIND
     assert sum(model.folded.values()) >= N - KEEP_PER_KIND
 

@@ -80,9 +80,9 @@ def test_jobs_do_not_change_output(trees, monkeypatch):
     res = CliRunner().invoke(main, ["analyze", "--help"])
     if "--jobs" not in res.stdout:
         pytest.skip("analyze has no --jobs option yet")
-    from ncclsleuth import pipeline
+    from ncclsleuth.parallel import local
 
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 0, raising=False)  # really use worker processes
+    monkeypatch.setattr(local, "PARALLEL_MIN_BYTES", 0, raising=False)  # really use worker processes
     a, _ = trees
     monkeypatch.chdir(a)
     outs = [CliRunner().invoke(main, ["analyze", "job", "--format", "json", "--jobs", str(j)]).stdout

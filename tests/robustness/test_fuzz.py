@@ -13,12 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _corpus import lines as corpus_lines
-from ncclsleuth import pipeline
-from ncclsleuth.envelope import Record, peel
-from ncclsleuth.grammar import ShapeCache
-from ncclsleuth.parse import FileParser
+from ncclsleuth import api
+from ncclsleuth.model.job import JobModel
+from ncclsleuth.parse.envelope import Record, peel
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.parse.lines import FileParser
 from ncclsleuth.renderers import render
-from ncclsleuth.rules.engine import load_rules
+from ncclsleuth.rules.loader import load_rules
 
 RULES, _ = load_rules()
 CACHE = ShapeCache()
@@ -73,7 +74,7 @@ def analyze_bytes(data: bytes) -> None:
         p = os.path.join(d, "rank0.log")
         with open(p, "wb") as fh:
             fh.write(data)
-        report, _ = pipeline.analyze([p], RULES)
+        report = api.analyze([p], api.Options(rules=RULES))
         check_report(report)
 
 
@@ -100,7 +101,7 @@ def test_file_parser_mangled_real_lines(ls):
     fp = FileParser("fuzz.log", CACHE)
     text = [b.decode("utf-8", "replace").replace("\n", " ").replace("\r", " ") for b in ls]
     list(fp.parse_lines((i + 1, s) for i, s in enumerate(text)))
-    fp2 = FileParser("fuzz.log", CACHE, keep_text=False, use_catalog=False, fold_conns=True)
+    fp2 = FileParser("fuzz.log", CACHE, keep_text=False, use_catalog=False, sink=JobModel())
     list(fp2.parse_block(1, "\n".join(text)))
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ncclsleuth import catalog, envelope, ingest
-from ncclsleuth import parse as P
+from ncclsleuth.ingest import decode as ingest
+from ncclsleuth.parse import anchors, catalog, envelope, lines
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("regex_budget", ROOT / "tools" / "regex_budget.py")
@@ -35,9 +35,9 @@ ENVELOPE = {
     "envelope._FILE_LINE": (envelope._FILE_LINE, "fullmatch"),
     "ingest._ANSI": (ingest._ANSI, "finditer"),
 }
-# how parse.py applies each of its module-level patterns
+# how the parser (parse/lines.py, parse/anchors.py) applies each of its module-level patterns
 _PARSE_MODES = {"_ANCHORS": "finditer", "_CONNECT_ANCHOR": "finditer", "_EXC": "match", "_FKEY": "match", "_ROW": "match", "_FRAME": "match"}
-PARSE = {f"parse.{n}": (o, _PARSE_MODES.get(n, "search")) for n, o in sorted(vars(P).items())
+PARSE = {f"parse.{n}": (o, _PARSE_MODES.get(n, "search")) for mod in (lines, anchors) for n, o in sorted(vars(mod).items())
          if isinstance(o, re.Pattern)}
 #: known super-linear patterns in files this suite does not own (see the xfail reasons)
 KNOWN_SLOW: dict[str, str] = {}  # parse._CONNECT_ANCHOR was quadratic on word runs; fixed with (?<!\w)
@@ -64,7 +64,7 @@ def _flags(t) -> int:  # type: ignore[no-untyped-def]
 
 def test_grammar_terminals_linear():
     """Lark's contextual lexer matches each terminal at a position: time ``match`` at 1 MB."""
-    from ncclsleuth.grammar import parser
+    from ncclsleuth.parse.grammar import parser
 
     terms = parser().terminals
     assert len(terms) > 100

@@ -1,0 +1,288 @@
+"""The one way through: sources in, a :class:`~ncclsleuth.report.Report` out.
+
+::
+
+    from ncclsleuth import api
+    report = api.analyze(["logs/"], api.Options(jobs=4))
+
+Every command goes through here (``analyze``, ``report``, ``diff``, ``topology``,
+``serve``, ``watch``'s rule step, the rule-test runner), so they all read inputs with
+the same fast path: the block reader, the prefilter and per-file models merged in input
+order (:func:`ncclsleuth.model.build.parse_one`), in this process, in forked workers
+(``jobs``), in a process pool (URL inputs) or on a Dask cluster (``scheduler``).
+
+The stages, bottom up: ``ingest`` (sources -> lines) and ``events`` (what a line
+means), ``parse`` (lines -> events), ``model`` (events -> the job), ``parallel`` and
+``rules`` (engines; the diagnosis), ``report`` and ``renderers``, this module, and on
+top the front ends (``live``, ``serve``, ``ruletests``, ``cli``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .ingest.sources import Discovery, EngineError, InputFile, Notice, discover
+from .model.build import parse_one, worker_cache
+from .model.job import JobModel
+from .model.merge import merge
+from .parallel.local import default_jobs, parallel_results, worth_parallel
+from .parse.grammar import ShapeCache
+from .util.gcpause import paused
+
+if TYPE_CHECKING:
+    from .parse.stream import EventRun
+    from .report import Report
+    from .report.diff import DiffResult, Run
+    from .rules.findings import Finding
+    from .rules.schema import Rule, RuleError
+
+#: an input: a path (file, folder, ``-``, URL) or an input object (bytes in memory, ...)
+Source = str | InputFile
+#: one per-file (or per-run) result of an engine: (model, notices, files read: a count or a bool)
+Result = tuple[JobModel, list[Notice], int | bool]
+
+
+@dataclass
+class Options:
+    """How to analyse: the engine, the caches, the rules, what to keep."""
+
+    #: processes parsing files: this one and ``jobs - 1`` forked workers (None: the machine's cores)
+    jobs: int | None = 1
+    #: parse on a Dask cluster: ``tcp://host:8786`` or ``local:N``
+    scheduler: str | None = None
+    #: the shape cache and the templates on disk (results are identical without)
+    cache: bool = True
+    #: use (and save) the process's shape cache; False: a fresh one for this call, not saved
+    #: (analyses running in threads at once: ``serve``)
+    shared_cache: bool = True
+    #: rules already loaded; None: load the shipped pack (``default_rules``) and ``rule_dirs``
+    rules: Sequence[Rule] | None = None
+    #: extra rule folders
+    rule_dirs: Sequence[str | Path] = ()
+    #: whether the shipped pack is loaded besides ``rule_dirs``
+    default_rules: bool = True
+    #: skip broken rule files (each goes to ``on_rule_error``) instead of stopping
+    keep_going: bool = False
+    on_rule_error: Callable[[RuleError], None] | None = None
+    #: project configuration (rule selection, severities): a placeholder, not read yet
+    config: Mapping[str, Any] | None = None
+    #: compute the post-mortem's figures (``Report.figures``): rings, hops, init timeline
+    with_figures: bool = False
+    #: called with each per-file (or per-run) model as it is merged
+    progress: Callable[[JobModel], None] | None = None
+    #: fsspec options for URL inputs (endpoint, anonymous access, ...)
+    storage_options: dict[str, Any] | None = field(default=None, repr=False)
+
+
+@dataclass
+class Built:
+    """The job model of some sources, the notices of reading them, how many files were read."""
+
+    model: JobModel
+    notices: list[Notice]
+    files_read: int
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def load_rules(options: Options) -> list[Rule]:
+    """The rules ``options`` ask for (``options.rules`` as given, else loaded from the folders)."""
+    if options.rules is not None:
+        return list(options.rules)
+    from .rules.loader import default_rule_dir
+    from .rules.loader import load_rules as load
+
+    dirs = ([default_rule_dir()] if options.default_rules else []) + [Path(d) for d in options.rule_dirs]
+    rules, errors = load(dirs, keep_going=options.keep_going)
+    if options.on_rule_error is not None:
+        for e in errors:
+            options.on_rule_error(e)
+    return rules
+
+
+# --------------------------------------------------------------------------- building the model
+
+
+def _engine(sources: Sequence[Source], options: Options) -> Any:
+    """None (local inputs, this machine) unless URLs or a scheduler ask for fsspec / Dask."""
+    paths = [s for s in sources if isinstance(s, str)]
+    if options.scheduler is None and not any("://" in p for p in paths):
+        return None
+    if len(paths) < len(sources):
+        raise EngineError("inputs held in memory cannot go to a cluster or a remote store")
+    from .ingest import remote
+
+    try:
+        if any(remote.is_url(p) for p in paths):
+            remote.require_fsspec()  # one line saying how to install it, before any work
+        if options.scheduler is not None:
+            from .parallel.cluster import dask_engine
+
+            return dask_engine(options.scheduler, options.storage_options)
+        if not remote.needs_remote(paths):
+            return None
+        from .parallel.pool import remote_engine
+
+        return remote_engine(default_jobs() if options.jobs is None else options.jobs, options.storage_options)
+    except ValueError as exc:  # a malformed --scheduler
+        raise EngineError(str(exc)) from None
+
+
+def _discover(sources: Sequence[Source]) -> Discovery:
+    """Paths expanded by :func:`discover` (consecutive paths together), input objects as given."""
+    found = Discovery()
+    run: list[str] = []
+    for s in [*sources, None]:
+        if isinstance(s, str):
+            run.append(s)
+            continue
+        if run:
+            part = discover(run)
+            found.files.extend(part.files)
+            found.notices.extend(part.notices)
+            run = []
+        if s is not None:
+            found.files.append(s)
+    return found
+
+
+def build(sources: Sequence[Source], options: Options | None = None,
+          meanwhile: Callable[[], None] | None = None) -> Built:
+    """Parse every input into one job model.
+
+    Each file is parsed into its own model and merged in input order, whether in this
+    process or elsewhere, so results do not depend on ``jobs`` or the engine.
+    ``meanwhile()`` is called once before the first result: right after worker
+    processes start, so that work done there (loading the rule pack) overlaps their
+    parsing, or before any parsing when there are no workers (a broken rule file is
+    reported at once, not after a 2 GB log was read).
+    """
+    options = options or Options()
+    with paused():  # no cycles among millions of events: collection passes are pure overhead
+        return _build(list(sources), options, _engine(sources, options), meanwhile)
+
+
+def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Callable[[], None] | None) -> Built:
+    model = JobModel()
+    files_read = 0
+    jobs = default_jobs() if options.jobs is None else options.jobs
+    cache = options.cache
+    results: Iterable[Result]
+    source: Any = None
+    notices: list[Notice] = []
+    if engine is not None:
+        source = results = engine([str(s) for s in sources], cache)
+    elif worth_parallel((found := _discover(sources)).files, jobs):
+        notices = list(found.notices)
+        results = source = parallel_results(found.files, jobs, cache, meanwhile)  # closed below: stops the pool
+        meanwhile = None
+    else:
+        notices = list(found.notices)
+        shapes = None if options.shared_cache else ShapeCache(enabled=cache)
+        results = (parse_one(f, cache, shapes) for f in found.files)
+    if meanwhile is not None:
+        meanwhile()
+    try:
+        for part, file_notices, read in results:
+            merge(model, part)
+            notices.extend(file_notices)
+            files_read += int(read)  # a count: one file serially, a run of files from a worker
+            if options.progress is not None:
+                options.progress(part)
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+    if engine is not None:
+        notices[:0] = getattr(source, "notices", [])  # discovery notices first, as discover()'s are
+    elif options.shared_cache:
+        worker_cache(cache).save()
+    return Built(model, notices, files_read)
+
+
+# --------------------------------------------------------------------------- diagnosis
+
+
+def diagnose(model: JobModel, rules: Sequence[Rule], notices: Sequence[Mapping[str, str]] = (),
+             with_figures: bool = False) -> Report:
+    """The rule step: the rules on a model, findings ranked, unexplained lines, summary
+    (and the post-mortem's figures, from the model, when asked)."""
+    from .report import build_report
+
+    report = build_report(model, list(rules), [dict(n) for n in notices])
+    if with_figures:
+        from .model.figures import build_figures
+
+        report.figures = build_figures(model)
+    return report
+
+
+def evaluate(model: JobModel, rules: Sequence[Rule]) -> list[Finding]:
+    """Only the findings of ``rules`` on ``model``, ranked (no report around them)."""
+    from .rules.ranking import run_rules
+
+    return run_rules(model, list(rules))
+
+
+def analyze(sources: Sequence[Source], options: Options | None = None) -> Report:
+    """The main job: sources -> :class:`~ncclsleuth.report.Report` (``files_read`` set on it).
+
+    The rule pack loads while worker processes parse (see ``meanwhile`` in :func:`build`).
+    """
+    options = options or Options()
+    loaded: list[list[Rule]] = []
+    with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
+        built = build(sources, options, meanwhile=lambda: loaded.append(load_rules(options)))
+        report = diagnose(built.model, loaded[0], [n.to_dict() for n in built.notices], options.with_figures)
+    report.files_read = built.files_read
+    return report
+
+
+# --------------------------------------------------------------------------- other views
+
+
+def diff(good: Sequence[Source], bad: Sequence[Source], options: Options | None = None) -> DiffResult:
+    """Analyse a GOOD and a BAD run and say what changed, most suspicious first."""
+    from .report.diff import DiffResult, compare
+
+    options = options or Options()
+    rules = load_rules(options)
+    g, b = _run(good, options, rules), _run(bad, options, rules)
+    return DiffResult(g, b, compare(g, b))
+
+
+def _run(sources: Sequence[Source], options: Options, rules: list[Rule]) -> Run:
+    from .report.diff import Run, run_facts
+
+    built = build(sources, options)
+    report = diagnose(built.model, rules, [n.to_dict() for n in built.notices])
+    report.files_read = built.files_read
+    facts, numbers = run_facts(built.model)
+    return Run(", ".join(map(str, sources)), report, facts, numbers, built.files_read)
+
+
+def events(sources: Sequence[str], options: Options | None = None) -> EventRun:
+    """Every event of every line (``text`` ones too), streaming, in file order (``ncclsleuth parse``).
+
+    The line-at-a-time path, with catalog ids: what a line means, not what the rules need."""
+    from .parse.stream import iter_events
+
+    return iter_events(list(sources), cache=(options or Options()).cache)
+
+
+def memory_sources(files: Mapping[str, str | bytes] | str | bytes, dedent: bool = False) -> list[InputFile]:
+    """In-memory inputs (a request body, a rule test's snippets): name -> text, or one text."""
+    import textwrap
+
+    from .ingest.sources import MemoryInput
+
+    named = files if isinstance(files, Mapping) else {"snippet.log": files}
+    out: list[InputFile] = []
+    for name, text in named.items():
+        if isinstance(text, str):
+            text = (textwrap.dedent(text) if dedent else text).encode("utf-8")
+        out.append(MemoryInput(name, data=text))
+    return out

@@ -1,0 +1,140 @@
+"""Command line: a thin click layer over :mod:`ncclsleuth.api` (ingest -> parse -> model ->
+rules -> report), one module per command, the options they share declared once
+(:mod:`.options`).
+
+Exit codes (one place, see :mod:`.exitcodes`): 0 nothing at or above ``--fail-on``, 1
+findings, 2 usage or input error.  Bad input never produces a Python traceback unless
+``--debug`` asks for one.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+
+from .. import __version__
+from .exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+
+
+class UserError(click.ClickException):
+    """An error the user can fix: one line on stderr, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ncclsleuth: error: {self.format_message()}", err=True)
+
+
+def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn unexpected exceptions into one clear line (a traceback only with --debug)."""
+
+    @wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        try:
+            return fn(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(EXIT_OK)
+        except KeyboardInterrupt:
+            click.echo("ncclsleuth: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:  # noqa: BLE001 - last line of defence, by design
+            if ctx.find_root().params.get("debug"):
+                raise
+            click.echo(f"ncclsleuth: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
+                       err=True)
+            ctx.exit(EXIT_USAGE)
+
+    return inner
+
+
+#: command name -> module of this package that defines it (imported when the command is asked for)
+COMMAND_MODULES = {
+    "analyze": "analyze", "parse": "parse", "rules": "rules", "explain": "rules", "topology": "topology",
+    "report": "report", "serve": "serve", "watch": "watch", "diff": "diff",
+}
+
+
+class _LazyGroup(click.Group):
+    """Imports a command's module only when that command runs (or help lists them all).
+
+    ``ncclsleuth analyze`` imported the report, serve, watch and diff commands too, with
+    pathlib and datetime: ~2 ms of every start, which a chat-ops bot pays per question.
+    ``help`` and the tests list them all (:func:`register_commands`).
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        register_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            import importlib
+
+            importlib.import_module(f"{__package__}.{module}")  # registers on import
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ncclsleuth")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+def main(debug: bool) -> None:
+    """Say why a multi-node NCCL / PyTorch distributed job failed or is slow."""
+
+
+#: set by a command that built a job model and has written all its output (see entry)
+_FAST_EXIT = [False]
+
+
+def allow_fast_exit() -> None:
+    """Called by ``analyze`` once its report is out: the process may end without teardown."""
+    _FAST_EXIT[0] = True
+
+
+def entry() -> None:
+    """The console script: the CLI, then (after ``analyze``) an exit that skips freeing
+    objects one by one.
+
+    After ``analyze`` of a 16,384-rank job the interpreter's shutdown (a last gc pass and
+    ~10^7 deallocations) took ~1 s after the report was out.  Only a command that asked
+    for it, and only where nothing is left to clean up (no child processes, no Dask
+    client), exits immediately; every other command exits as usual.
+    """
+    code: Any = 0
+    try:
+        main(standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+    if not isinstance(code, int):  # None or a message, as sys.exit would treat them
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    if not _FAST_EXIT[0] or "distributed" in sys.modules or "fsspec" in sys.modules:
+        sys.exit(code)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.active_children():
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # closed or broken pipe: nothing more can be said
+        pass
+    os._exit(code)
+
+
+def register_commands() -> None:
+    """Attach every command defined in other modules (help, tests, library use)."""
+    import importlib
+
+    for module in sorted(set(COMMAND_MODULES.values())):
+        importlib.import_module(f"{__package__}.{module}")  # registers on import
+
+__all__ = ["main", "UserError", "EXIT_OK", "EXIT_FINDINGS", "EXIT_USAGE"]

@@ -1,0 +1,43 @@
+"""``ncclsleuth diff``: what changed between a good and a bad run, most suspicious first."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import UserError, guard, main
+from .exitcodes import EXIT_FINDINGS, EXIT_OK
+from .options import engine_options, no_color_option, options_for, user_errors
+
+
+@main.command()
+@click.argument("good")
+@click.argument("bad")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown"]), default="terminal",
+              show_default=True)
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="Extra rule folder (repeatable), used with the shipped pack.")
+@engine_options
+@no_color_option
+@guard
+def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bool, jobs: int | None,
+         no_color: bool) -> None:
+    """What changed between a GOOD and a BAD run (files or folders), most suspicious first.
+
+    Versions, NCCL_* settings as NCCL echoed them, bootstrap interface and network,
+    IB devices, GPUDirect RDMA, channels and rings, init time per phase, nccl-tests
+    bandwidth, and findings present in one run only. A change that the BAD run's
+    findings point at (e.g. a wrong interface -> NCCL_SOCKET_IFNAME) comes first.
+    Exit code 1 when something changed, 0 when the runs look the same.
+    """
+    from .. import api
+    from ..renderers.diff import render
+
+    with user_errors():
+        result = api.diff([good], [bad], options_for(rule_dirs, keep_going=True, jobs=jobs, no_cache=no_cache))
+    for side, run in (("good", result.good), ("bad", result.bad)):
+        if not run.files_read:
+            raise UserError(f"nothing could be read in the {side} run {run.path!r}")
+    text = render(result, fmt, color=not no_color and sys.stdout.isatty())
+    click.echo(text, nl=not text.endswith("\n"))
+    sys.exit(EXIT_FINDINGS if result.changes else EXIT_OK)

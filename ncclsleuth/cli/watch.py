@@ -1,0 +1,130 @@
+"""``ncclsleuth watch``: follow a starting job live (:mod:`ncclsleuth.live`) and diagnose as lines arrive."""
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from . import UserError, guard, main
+from .exitcodes import EXIT_FINDINGS, EXIT_OK
+from .options import load_rules, no_color_option, rule_options
+
+_SEV = {"info": 0, "warning": 1, "error": 2}
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    from ..live import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--interval", type=click.FloatRange(0.05, 10.0), default=0.5, show_default=True,
+              help="Seconds between polls (stat of every followed file; only changed files are read).")
+@click.option("--silence", default="60s", show_default=True, callback=_duration,
+              help="A rank with no line for this long, while others finished NCCL init, is reported (WATCH001); "
+                   "absence rules (INIT001/INIT002/TOPO002) wait until the whole job is this quiet.")
+@click.option("--once", is_flag=True, help="Read what is there now, print the verdict, exit (1 if a finding "
+                                           ">= warning, as analyze).")
+@click.option("--format", "fmt", type=click.Choice(["live", "jsonl", "terminal", "json", "markdown"]),
+              default="live", show_default=True,
+              help="live: a rich view redrawn every poll (plain lines when stdout is not a terminal); "
+                   "jsonl: each new finding as one JSON line as soon as it appears; terminal/json/markdown: "
+                   "the analyze renderers (with --once, or when the watch stops).")
+@click.option("--exit-on", type=click.Choice(["error", "warning", "never"]), default="never", show_default=True,
+              help="Stop with exit code 1 at the first finding of this severity or above.")
+@click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
+@rule_options
+@no_color_option
+@guard
+def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, fmt: str, exit_on: str,
+          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, no_color: bool) -> None:
+    """Follow the logs of a starting job (files or folders) and diagnose as lines arrive.
+
+    New files in the folders are picked up as ranks start; only appended bytes are read;
+    a file that is rotated (new inode) or truncated is re-read from its start. Polling,
+    not inotify (the optional 'watchdog' package is not used): following 1,000 files
+    costs a stat per file per poll. Ctrl-C stops and prints the verdict.
+    """
+    from ..live import Watcher
+    from ..renderers import render
+    from ..renderers.live import finding_jsonl, finding_line, verdict_line
+    from ..rules.findings import Finding
+
+    rules = load_rules(rule_dirs, keep_going)
+    out = sys.stdout
+    color = not no_color and sys.stdout.isatty()
+    t0 = time.time()
+
+    def emit_jsonl(fd: Finding) -> None:
+        out.write(finding_jsonl(fd, time.time() - t0))
+        out.flush()
+
+    def emit_plain(fd: Finding) -> None:
+        out.write(finding_line(fd))
+        out.flush()
+
+    live_tty = fmt == "live" and sys.stdout.isatty() and not once
+    stream = {"jsonl": emit_jsonl, "live": None if live_tty else emit_plain}.get(fmt)
+    w = Watcher(list(paths), rules=rules, silence=silence or 0.0, on_finding=None if once else stream)
+    threshold = _SEV.get(exit_on)
+
+    def final(code_from_findings: bool = True) -> None:
+        rep = w.current_report()
+        if fmt in ("terminal", "json", "markdown") or (fmt == "live" and once):
+            text = render("terminal" if fmt == "live" else fmt, rep, color=color)
+            click.echo(text, nl=not text.endswith("\n"))
+        elif fmt == "jsonl" and once:
+            for fd in rep.findings:
+                emit_jsonl(fd)
+        elif fmt == "live":
+            click.echo(verdict_line(rep))
+        bad = any(_SEV.get(f.severity, 0) >= 1 for f in rep.findings)
+        sys.exit(EXIT_FINDINGS if code_from_findings and bad else EXIT_OK)
+
+    if once:
+        w.poll()
+        if not w.files:
+            raise UserError("nothing to watch: " + "; ".join(f"{n.path}: {n.message}" for n in w.notices))
+        w.finish()
+        w.poll(force=True)
+        final()
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    stop_code: int | None = None
+    live = None
+    if live_tty:
+        from rich.console import Console
+        from rich.live import Live
+
+        live = Live(w.renderable(), console=Console(no_color=no_color), refresh_per_second=4, transient=False)
+        live.start()
+    try:
+        while True:
+            started = time.monotonic()
+            new = w.poll()
+            if live is not None:
+                live.update(w.renderable())
+            if threshold is not None and any(_SEV.get(fd.severity, 0) >= threshold for fd in new):
+                stop_code = EXIT_FINDINGS
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+    if stop_code is not None:
+        if fmt in ("terminal", "json", "markdown", "live"):
+            final()
+        sys.exit(stop_code)
+    final()

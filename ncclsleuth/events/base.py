@@ -1,0 +1,193 @@
+"""Typed events: what one log line (or one multi-line block) means.
+
+Every event carries its origin (file, line) so a finding can quote it as evidence,
+plus whatever the line's envelope told us (host, pid, tid, device, launcher rank,
+timestamp).  The typed fields come from the grammar (`ncclsleuth/grammar`).
+
+Events are slotted classes: a 10,000-rank job produces millions of them and they
+must be cheap.  They are immutable by convention, not at run time: nothing changes an
+event after the parser builds it, and a frozen dataclass's ``__init__`` (one
+``object.__setattr__`` per field) cost 1.66 us an event against 0.47 us.  They are
+not dataclasses either: ``@dataclass`` on ~75 classes took 27 ms of every start-up
+(one compile per generated method, ``inspect.signature`` for each missing docstring).
+:class:`_EventMeta` builds the same slotted class with the same keyword/positional
+``__init__``, compiled the first time a kind is built (a run meets a few dozen kinds).
+Value types (interfaces, IB devices, tree edges) stay frozen dataclasses: they compare
+and hash by value.  ``to_dict()`` returns builtins only, so JSON output and the
+per-file results shipped between processes never depend on these classes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from ..util.cache import CODE
+
+#: Event kinds that represent a problem line: each must be explained or listed.
+ERROR_KINDS: set[str] = set()
+#: kind name -> event class
+REGISTRY: dict[str, type[Event]] = {}
+
+
+def _lazy_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """First construction of a class: compile its real ``__init__``, then use it."""
+    _compile_init(type(self))(self, *args, **kwargs)
+
+
+def _compile_init(cls: type) -> Any:
+    """``def __init__(self, source, line, text, host=None, ...)``: one assignment per
+    field, defaults as declared, the signature a dataclass would have."""
+    names = cls.FIELDS  # type: ignore[attr-defined]
+    defaults = cls._DEFAULTS  # type: ignore[attr-defined]
+    body = "".join(f"\n    self.{n} = {n}" for n in names) or "\n    pass"
+    ns: dict[str, Any] = {}
+    exec(CODE.compile(f"def __init__(self, {', '.join(names)}):{body}", "<event-init>"), ns)  # noqa: S102 - our field names
+    init = ns["__init__"]
+    init.__defaults__ = tuple(defaults[n] for n in names[len(names) - len(defaults):])
+    init.__qualname__ = f"{cls.__name__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+    return init
+
+
+class _EventMeta(type):
+    """Builds each event class with ``__slots__`` for its own annotated fields (ClassVars
+    excepted), at class creation: one class per event kind, not a class and a slotted copy.
+
+    ``FIELDS`` lists every field in order (inherited first), ``FIELD_TYPES`` their
+    annotation strings and ``_DEFAULTS`` their defaults; as with a dataclass, a field
+    without a default may not follow one that has a default.
+    """
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _EventMeta:
+        types: dict[str, str] = {}
+        defaults: dict[str, Any] = {}
+        for base in bases:
+            types.update(getattr(base, "FIELD_TYPES", {}))
+            defaults.update(getattr(base, "_DEFAULTS", {}))
+        own = []
+        for field, ann in ns.get("__annotations__", {}).items():
+            if str(ann).startswith(("ClassVar", "typing.ClassVar")):
+                continue
+            if field not in types and any(hasattr(b, field) for b in bases):
+                raise TypeError(f"{name}.{field}: a field may not shadow the base attribute {field!r}")
+            own.append(field)
+            types[field] = str(ann)
+            if field in ns:
+                defaults[field] = ns.pop(field)
+            elif defaults:
+                raise TypeError(f"{name}.{field}: a field without a default follows one with a default")
+        ns["__slots__"] = tuple(own)
+        ns["FIELDS"] = tuple(types)
+        ns["FIELD_TYPES"] = types
+        ns["_DEFAULTS"] = defaults
+        ns["__init__"] = _lazy_init
+        return super().__new__(mcls, name, bases, ns)
+
+
+class Event(metaclass=_EventMeta):
+    """Common envelope of every event."""
+
+    kind: ClassVar[str] = "event"
+    is_error: ClassVar[bool] = False
+    FIELDS: ClassVar[tuple[str, ...]]
+    FIELD_TYPES: ClassVar[dict[str, str]]
+
+    source: str
+    line: int
+    text: str
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    dev: int | None = None
+    rank: int | None = None
+    ts: str | None = None
+    level: str | None = None
+
+    def __repr__(self) -> str:
+        """As a dataclass repr."""
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
+        return f"{type(self).__name__}({args})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the class and its field values: rebuilt by one ``__init__`` call
+        instead of one ``setattr`` per slot (workers ship thousands of events)."""
+        return type(self), tuple([getattr(self, n) for n in self.FIELDS])
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as builtins, ``kind`` first, ``None`` values dropped."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for name in self.FIELDS:
+            v = getattr(self, name)
+            if v is None:
+                continue
+            out[name] = v if type(v) in _SCALARS else plain(v)
+        return out
+
+    @property
+    def is_problem(self) -> bool:
+        """True when this line reports a problem (WARN, exception, error-level log).
+
+        Named so that no event field can shadow it: eleven kinds have a field ``error``
+        (the error text), and a property of that name read the empty text as "no problem",
+        which dropped their lines from the report."""
+        return self.is_error or self.level in ("WARN", "E", "F", "ERROR", "CRITICAL", "FATAL")
+
+    @property
+    def wraps_message(self) -> bool:
+        """True for a message that carries another one ("watchdog thread terminated with
+        exception: <message>"): a message the grammar knows inside it is the better event."""
+        return False
+
+
+_SCALARS = frozenset({str, int, float, bool})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """Field names of an event or value record, in order (``dataclasses.fields`` filters
+    on every call)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        fields = getattr(cls, "FIELDS", None)
+        names = _FIELD_NAMES[cls] = fields if fields is not None else tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def is_record(v: Any) -> bool:
+    """True for an event or a value record: fields read as attributes."""
+    return isinstance(v, Event) or (hasattr(v, "__dataclass_fields__") and not isinstance(v, type))
+
+
+def plain(v: Any) -> Any:
+    """A field value as ``to_dict`` shows it: value records as dicts, tuples as lists."""
+    if isinstance(v, tuple):
+        return [plain(x) for x in v]
+    if is_record(v):
+        return {name: plain(getattr(v, name)) for name in field_names(type(v))}
+    return v
+
+
+def register(kind: str, *, error: bool = False) -> Any:
+    """Class decorator: give an event class its kind and register it."""
+
+    def deco(cls: type[Event]) -> type[Event]:
+        cls.kind = kind
+        cls.is_error = error
+        REGISTRY[kind] = cls
+        if error:
+            ERROR_KINDS.add(kind)
+        return cls
+
+    return deco
+
+
+def ev(kind: str, *, error: bool = False):  # type: ignore[no-untyped-def]
+    """Shorthand: ``@ev("kind")`` registers an event class under its kind.
+
+    Events compare by identity (each is one line of one file): no ``__eq__``/``__hash__``.
+    """
+
+    def deco(cls: type[Event]) -> type[Event]:
+        return register(kind, error=error)(cls)
+
+    return deco

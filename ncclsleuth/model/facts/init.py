@@ -1,0 +1,124 @@
+"""Facts about communicator init: ranks stuck, missing or stopped, and init-time outliers."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..job import JobModel
+from .base import Fact, fact, median, ranges
+
+
+@fact
+def init_stuck(model: JobModel) -> list[Fact]:
+    """Ranks that logged Init START but never Init COMPLETE while others of the comm did."""
+    out = []
+    for c in model.comms.values():
+        done = [r for r in c.ranks.values() if r.complete is not None]
+        stuck = [r for r in c.ranks.values() if r.start is not None and r.complete is None]
+        if not done or not stuck:
+            continue
+        hosts = sorted({r.host or "?" for r in stuck})
+        out.append({"comm": c.key, "nranks": c.nranks, "stuck": len(stuck), "completed": len(done),
+                    "ranks": ranges([r.rank for r in stuck]), "hosts": ", ".join(hosts[:8]),
+                    "evidence": [r.start for r in stuck[:10] if r.start is not None]})
+    return out
+
+
+@fact
+def init_timing(model: JobModel) -> list[Fact]:
+    """Per communicator: init duration, slowest rank/host/phase, and outliers."""
+    out: list[Fact] = []
+    for c in model.comms.values():
+        timed = [r for r in c.ranks.values() if r.timings is not None]
+        if not timed:
+            continue
+        totals = [r.timings.total for r in timed]  # type: ignore[union-attr]
+        slow = max(timed, key=lambda r: r.timings.total)  # type: ignore[union-attr]
+        med = median(totals)
+        phases = dict(slow.timings.phases)  # type: ignore[union-attr]
+        dom = max(phases, key=lambda k: phases[k]) if phases else "?"
+        host_tot: dict[str, list[float]] = defaultdict(list)
+        for r in timed:
+            host_tot[r.host or "?"].append(r.timings.total)  # type: ignore[union-attr]
+        host_med = median([max(v) for v in host_tot.values()])
+        slow_host = max(host_tot, key=lambda h: max(host_tot[h]))
+        outlier = len(host_tot) >= 3 and max(host_tot[slow_host]) > max(3 * host_med, host_med + 5)
+        boot_share = phases.get("bootstrap", 0) / slow.timings.total if slow.timings.total else 0  # type: ignore[union-attr]
+        out.append({"comm": c.key, "nranks": c.nranks, "timed": len(timed), "max_s": round(slow.timings.total, 2),  # type: ignore[union-attr]
+                    "median_s": round(med, 2), "slow_rank": slow.rank, "slow_host": slow.host or "?",
+                    "phase": dom, "phase_s": round(phases.get(dom, 0.0), 2),
+                    "bootstrap_share": round(boot_share, 2), "outlier": outlier,
+                    "any_flag": outlier or (boot_share > 0.5 and slow.timings.total > 5),  # type: ignore[union-attr]
+                    "bootstrap_dominates": boot_share > 0.5 and slow.timings.total > 5,  # type: ignore[union-attr]
+                    "evidence": [slow.timings]})
+    return out
+
+
+@fact
+def init_stopped_silently(model: JobModel) -> list[Fact]:
+    """A single-node job whose log stops after ring/tree set-up with no COMPLETE and no error.
+
+    That is what a P2P/NVLink hang looks like from the log: NCCL built its graph, started
+    connecting GPUs inside the node, and nothing was printed again.
+    """
+    if model.error_events():
+        return []
+    hosts = {p.host for p in model.processes.values() if p.host}
+    out: list[Fact] = []
+    for c in model.comms.values():
+        if c.graph_event is None or any(r.complete is not None for r in c.ranks.values()):
+            continue
+        nranks = c.nranks or max((len(o) for o in c.rings.values()), default=0)
+        if nranks < 2:
+            continue
+        out.append({"comm": c.key, "nranks": nranks, "nhosts": len(hosts), "host": ", ".join(sorted(hosts)) or "?",
+                    "channels": len(c.rings), "evidence": [c.graph_event]})
+    return out
+
+
+@fact
+def init_missing_ranks(model: JobModel) -> list[Fact]:
+    """Ranks of a communicator that never logged Init START while most others did.
+
+    Needs most of the communicator's ranks in the logs (an excerpt with a few lines is
+    not evidence of absence), and no rank past Init COMPLETE, or errors in the job.
+    Where the ranks of a host are contiguous, the missing rank's host is named from its
+    neighbours.
+    """
+    out: list[Fact] = []
+    failed = bool(model.error_events())
+    for c in model.comms.values():
+        if not c.nranks or c.nranks < 2:
+            continue
+        # "Init START" exists from NCCL 2.18.3 on; older logs say nothing about ranks that are absent
+        started = {r for r, st in c.ranks.items() if st.start is not None and st.start.phase == "START"}
+        seen = started | {r for r, st in c.ranks.items() if st.complete is not None}
+        missing = sorted(set(range(c.nranks)) - seen)
+        if not missing or not started or len(seen) < max(2, 0.75 * c.nranks):
+            continue
+        completed = sum(1 for st in c.ranks.values() if st.complete is not None)
+        if completed and not failed:
+            continue
+        hosts = _guess_hosts(c, missing)
+        evidence = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3] if st.start is not None]
+        out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
+                    "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
+    return out
+
+
+def _guess_hosts(c: Any, missing: list[int]) -> str:
+    """Hosts of missing ranks, assuming ranks are placed on hosts in contiguous blocks."""
+    by_host: dict[str, list[int]] = defaultdict(list)
+    for r, st in c.ranks.items():
+        if st.host:
+            by_host[st.host].append(r)
+    if not by_host:
+        return "?"
+    per_host = max(len(rs) for rs in by_host.values())
+    block_host = {min(rs) // per_host: h for h, rs in by_host.items()}
+    names = []
+    for r in missing:
+        h = block_host.get(r // per_host, "a host with no log")
+        if h not in names:
+            names.append(h)
+    return ", ".join(names[:8])

@@ -1,0 +1,5 @@
+"""Engines that run the per-file unit (:func:`ncclsleuth.model.build.parse_one`) elsewhere:
+:mod:`.forked` (this process plus forked workers, the protocol), :mod:`.local` (runs of
+local files over them), :mod:`.pool` (URL inputs, a process pool) and :mod:`.cluster`
+(Dask).  Each yields per-file (or per-run) results in input order.
+"""

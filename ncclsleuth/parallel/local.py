@@ -1,0 +1,76 @@
+"""Runs of files shared between this process and forked workers (``--jobs N``).
+
+Merging is associative (first-wins settings, summed counts, capped concatenations), so
+each worker merges a contiguous run of files into one model before sending it back,
+and the parent merges the runs in order: the model a sequential merge gives, from a
+few hundred models instead of one per rank file.
+"""
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterator
+
+from ..ingest.sources import InputFile, Notice
+from ..model.build import parse_one, worker_cache
+from ..model.job import JobModel
+from ..model.merge import merge
+from .forked import available, run_in_order
+
+#: below this many input bytes one process is faster than starting workers
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024
+
+Result = tuple[JobModel, list[Notice], int]
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def worth_parallel(files: list[InputFile], jobs: int) -> bool:
+    """Processes pay off only for several files and enough bytes, where fork exists."""
+    if jobs <= 1 or len(files) < 2 or not available():
+        return False
+    total = 0
+    for f in files:
+        try:
+            total += os.path.getsize(f.path)
+        except OSError:
+            pass
+    return total > PARALLEL_MIN_BYTES
+
+
+def _parse_task(args: tuple[list[InputFile], bool]) -> Result:
+    """Worker task: a contiguous run of files merged into one model before it is sent back."""
+    files, cache = args
+    gc.disable()  # as in the parent: acyclic events, collection passes are pure overhead here
+    model = JobModel()
+    notices: list[Notice] = []
+    read = 0
+    for inp in files:
+        part, file_notices, ok = parse_one(inp, cache)
+        merge(model, part)
+        notices.extend(file_notices)
+        read += int(ok)
+    return model, notices, read
+
+
+def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
+    """Contiguous runs of files, shrinking towards the end (guided scheduling): big runs
+    keep the per-run cost low, small last runs keep the processes finishing together."""
+    out, i = [], 0
+    while i < len(files):
+        size = max(1, min(256, (len(files) - i) // (jobs * 4)))
+        out.append(files[i:i + size])
+        i += size
+    return out
+
+
+def parallel_results(files: list[InputFile], jobs: int, cache: bool,
+                     meanwhile: Callable[[], None] | None = None) -> Iterator[Result]:
+    """Per-run results in input order from this process and ``jobs - 1`` forked workers
+    (:mod:`.forked`); ``meanwhile()`` runs here once the workers have started."""
+    runs = _runs(files, jobs)
+    workers = min(jobs - 1, len(runs) - 1)  # this process takes a run too: no idle worker
+    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache)), workers, meanwhile,
+                            worker_done=lambda: worker_cache(cache).save())

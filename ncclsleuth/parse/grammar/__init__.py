@@ -1,0 +1,483 @@
+"""The message grammar and its shape cache.
+
+``messages.lark`` (Lark, LALR) is the single source of truth for what a message means.
+Parsing every line with it would cost tens of microseconds a line, and NCCL logs are
+extremely repetitive: the same ``Channel NN/M : a[b] -> c[d] via ...`` shape on every
+rank and channel.  So :class:`ShapeCache` parses the first line of each *shape* (the
+message with its digit runs masked) with Lark, remembers where each field's token sat
+in terms of the literal/digit segments of the line, and for later lines of that shape
+rebuilds the same fields from the new line's segments without calling Lark.
+
+A token boundary that falls inside a digit run cannot be replayed; such a shape is
+marked uncacheable and always parsed.
+
+Templates are a pure function of the grammar, so they are also kept on disk (JSON, in
+the per-user cache folder, keyed by a digest of the grammar and of this module): a
+later run on the same kinds of lines neither imports Lark nor parses with it, which
+is most of a chat-ops bot's start-up.  ``--no-cache`` bypasses both caches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any
+
+from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, read_json, write_atomic
+
+if TYPE_CHECKING:
+    from lark import Lark, Tree
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_GRAMMAR = os.path.join(_HERE, "messages.lark")
+# Value runs masked in a shape: explicit hex (pointers, commIds) and digit runs.
+_DIGITS = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
+
+RawFields = dict[str, Any]  # name -> str | list[str]
+
+
+_parser: Lark | None = None
+
+
+def parser() -> Lark:
+    """The compiled LALR parser (compiled once, cached on disk by Lark)."""
+    global _parser
+    if _parser is None:
+        from lark import Lark
+
+        folder = cache_dir()
+        opts: dict[str, Any] = {"parser": "lalr", "lexer": "contextual"}
+        try:
+            _parser = Lark.open(_GRAMMAR, cache=os.path.join(folder, "grammar.lark.cache"),
+                                **opts) if folder else Lark.open(_GRAMMAR, **opts)
+        except OSError:  # cache file not writable: compile in memory
+            _parser = Lark.open(_GRAMMAR, **opts)
+    return _parser
+
+
+def _lark_error() -> type[Exception]:
+    from lark.exceptions import LarkError
+
+    return LarkError
+
+
+# --------------------------------------------------------------------------- tree -> raw
+
+
+def raw_of(tree: Tree) -> tuple[str, dict[str, Any]]:
+    """Flatten a parse tree into ``(kind, {field: Token | [Token, ...]})``."""
+    from lark import Tree
+
+    msg = tree.children[0] if tree.data == "start" else tree
+    assert isinstance(msg, Tree)
+    fields: dict[str, Any] = {}
+    kind = str(msg.data)
+    if kind in _WRAPPERS:  # e.g. sock_err: SOCKFN ":" <the real message rule>
+        inner = next(c for c in msg.children if isinstance(c, Tree))
+        kind = str(inner.data)
+    _collect(msg, fields)
+    return kind, fields
+
+
+_WRAPPERS = frozenset({"sock_err"})
+
+
+def _collect(t: Tree, fields: dict[str, Any]) -> None:
+    from lark import Token
+
+    for c in t.children:
+        if isinstance(c, Token):
+            fields.setdefault("_" + c.type.lower(), c)
+            continue
+        name = str(c.data)
+        if name.startswith("f_"):
+            fields[name[2:]] = c.children[0]
+        elif name.startswith("l_"):
+            fields[name[2:]] = [x for x in c.children if isinstance(x, Token)]
+        else:
+            _collect(c, fields)
+
+
+# --------------------------------------------------------------------------- shape cache
+
+
+#: uses of a template before its fill is compiled (see Template)
+COMPILE_AFTER = 2
+
+
+class Template:
+    """Where each field's text lies, as (seg_start, off_start, seg_end, off_end) over the
+    value-run split of the text.  Used for message shapes (ShapeCache) and whole NCCL lines.
+
+    ``fill(parts)`` rebuilds the fields.  Its first call reads the spans (``_cut``, a few
+    microseconds slower a line); from the ``COMPILE_AFTER``-th on it is generated code,
+    one expression per field.  A compile costs 100-300 us and many shapes occur once
+    (a 1M-line job: 15 of 52 line templates, and each rank's init lines), so compiling
+    at first sight was wasted there, and every worker process paid it again.  Parsing
+    that job in one process: 618 ms with 2, 624 ms with 1 (compile at once), 625 ms with 8.
+    """
+
+    __slots__ = ("kind", "spans", "fill", "_uses")
+
+    def __init__(self, kind: str, spans: dict[str, Any]) -> None:
+        self.kind = kind
+        self.spans = spans
+        self._uses = 0
+        self.fill = self._first_fills
+
+    def _first_fills(self, parts: list[str]) -> dict[str, Any]:
+        self._uses += 1
+        if self._uses >= COMPILE_AFTER:
+            self.fill = _compile_fill(self.spans)
+        return self.read(parts)
+
+    def read(self, parts: list[str]) -> dict[str, Any]:
+        """The fields, by reading the spans: what the generated fill computes."""
+        return {name: [_cut(parts, x) for x in sp] if isinstance(sp, list) else _cut(parts, sp)
+                for name, sp in self.spans.items()}
+
+
+def _cut(p: list[str], sp: tuple[int, int, int, int | None]) -> str:
+    """The text of one span, as the generated code (``_cut_expr``) computes it."""
+    i, oi, j, oj = sp
+    if i == j:
+        return p[i][oi:oj]
+    return p[i][oi:] + "".join(p[i + 1:j]) + (p[j] if oj is None else p[j][:oj])
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+def _span(starts: list[int], parts: list[str], s: int, e: int) -> tuple[int, int, int, int | None]:
+    i = bisect_right(starts, s) - 1
+    oi = s - starts[i]
+    if i % 2 and oi:
+        raise _Uncacheable
+    j = bisect_right(starts, e - 1) - 1 if e > s else i
+    oj: int | None = e - starts[j]
+    if j % 2:
+        if oj != len(parts[j]):
+            raise _Uncacheable
+        oj = None
+    return i, oi, j, oj
+
+
+def _template(kind: str, fields: dict[str, Any], parts: list[str], offset: int = 0,
+              extra: dict[str, tuple[int, int]] | None = None) -> Template:
+    """Spans of the grammar's tokens (shifted by ``offset``) and of ``extra`` (start, end) pairs."""
+    starts, pos = [], 0
+    for p in parts:
+        starts.append(pos)
+        pos += len(p)
+    spans: dict[str, Any] = {name: _span(starts, parts, a, b) for name, (a, b) in (extra or {}).items()}
+    for name, v in fields.items():
+        if isinstance(v, list):
+            spans[name] = [_span(starts, parts, t.start_pos + offset, t.end_pos + offset) for t in v]
+        else:
+            spans[name] = _span(starts, parts, v.start_pos + offset, v.end_pos + offset)
+    return Template(kind, spans)
+
+
+_MISS = object()
+
+
+class ShapeCache:
+    """Parse message texts, reusing the parse of the first text of each shape.
+
+    ``parse(text)`` returns ``(kind, fields)`` with fields as plain strings (or lists of
+    strings), or ``None`` when the grammar does not accept the text.
+    """
+
+    def __init__(self, enabled: bool = True, max_shapes: int = 200_000, store: bool = True) -> None:
+        """``store``: also use (and add to) the templates kept on disk (see the module doc)."""
+        self.enabled = enabled
+        self.max_shapes = max_shapes
+        self._shapes: dict[str, Any] = {}
+        #: whole-line shape -> Template | None, shared by the files parsed with this cache
+        self.line_templates: dict[str, Any] = {}
+        #: position-exact line shape (bytes) -> (rule, generated slice fill)
+        self.fixed_templates: dict[bytes, Any] = {}
+        #: position-exact line shape -> lines met so far, until its fill is compiled
+        self.fixed_seen: dict[bytes, int] = {}
+        #: line shapes whose lines hold hex runs (pointers): no position-exact template
+        self.no_fixed: set[str] = set()
+        self.hits = self.misses = self.parses = 0
+        self._store: TemplateStore | None = TemplateStore() if store and enabled else None
+
+    def parse(self, text: str) -> tuple[str, RawFields] | None:
+        if not self.enabled:
+            return _parse_plain(text)
+        parts = _DIGITS.split(text)
+        key = "\x00".join(parts[0::2]) if len(parts) > 1 else text
+        tpl = self._shapes.get(key, _MISS)
+        if tpl is _MISS and self._store is not None:
+            tpl = self._store.get("shapes", key)
+            if tpl is not _MISS:
+                self._remember(key, tpl, learned=False)
+        if tpl is not _MISS:
+            self.hits += 1
+            if tpl is None:
+                return None
+            if tpl is False:  # known-uncacheable shape
+                return _parse_plain(text)
+            return tpl.kind, tpl.fill(parts)
+        self.misses += 1
+        self.parses += 1
+        try:
+            tree = parser().parse(text)
+        except _lark_error():
+            self._remember(key, None)
+            return None
+        kind, fields = raw_of(tree)
+        try:
+            tpl = _template(kind, fields, parts)
+        except _Uncacheable:
+            self._remember(key, False)
+        else:
+            self._remember(key, tpl)
+        return kind, _stringify(fields)
+
+    def line_template(self, text: str, parts: list[str], key: str) -> Template | None:
+        """The whole-line template of a plain NCCL INFO line shape (from disk, or made now)."""
+        if self._store is not None:
+            tpl = self._store.get("lines", key)
+            if tpl is not _MISS:
+                return tpl  # type: ignore[no-any-return]
+        tpl = line_template(text, parts)
+        if self._store is not None:
+            self._store.learn("lines", key, tpl)
+        return tpl
+
+    def save(self) -> None:
+        """Add what this cache learned to the templates on disk, and the code compiled
+        for them (no-op if nothing new)."""
+        if self._store is not None:
+            self._store.save()
+        CODE.save()
+
+    def _remember(self, key: str, value: Any, learned: bool = True) -> None:
+        if len(self._shapes) < self.max_shapes:
+            self._shapes[key] = value
+            if learned and self._store is not None:
+                self._store.learn("shapes", key, value)
+
+
+class TemplateStore:
+    """Templates on disk: ``{"shapes": {key: null | false | [kind, spans]}, "lines": {...}}``.
+
+    JSON, not pickle (the file sits in a cache folder); loaded on the first miss, saved
+    by :meth:`save` with a write-then-rename, merged with what another process saved
+    meanwhile, the least recently used dropped past ``MAX_ENTRIES`` per table
+    (:func:`~ncclsleuth.cache.merge_recent`).  A file that cannot be read or parsed is
+    ignored.
+    """
+
+    #: entries kept per table (a 16,384-rank job learns ~70; 4,000 load in ~10 ms)
+    MAX_ENTRIES = 4_000
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Any]] | None = None
+        self._new: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
+        self._used: dict[str, set[str]] = {"shapes": set(), "lines": set()}
+
+    def get(self, table: str, key: str) -> Any:
+        """Template | None | False (as the in-memory caches hold them), or _MISS."""
+        if self._data is None:
+            self._data = _read_store()
+        raw = self._data[table].get(key, _MISS)
+        if raw is not _MISS:
+            self._used[table].add(key)
+        if raw is _MISS or raw is None or raw is False:
+            return raw
+        try:
+            kind, spans = raw
+            return Template(kind, {str(n): _stored_span(v) for n, v in spans.items()})
+        except (TypeError, ValueError):  # not what save() writes: ignore the entry
+            self._data[table].pop(key, None)
+            return _MISS
+
+    def learn(self, table: str, key: str, value: Any) -> None:
+        if len(self._new[table]) < self.MAX_ENTRIES:
+            self._new[table][key] = value if value is None or value is False else [value.kind, value.spans]
+
+    def save(self) -> None:
+        if not any(self._new.values()):
+            return
+        path = _store_path()
+        if path is None:
+            return
+        with locked(path + ".lock"):  # workers save at the same time: read-merge-write under a lock
+            data = _read_store()
+            for table, new in self._new.items():
+                data[table] = merge_recent(data[table], self._used[table], new, self.MAX_ENTRIES)
+            self._new = {"shapes": {}, "lines": {}}
+            write_atomic(path, json.dumps(data, separators=(",", ":")))
+        _prune(path)
+
+
+#: template files of other grammar versions kept (two installed versions used in turn
+#: keep theirs); older ones are deleted
+KEEP_STORES = 4
+
+
+def _prune(path: str) -> None:
+    folder = os.path.dirname(path)
+    try:
+        old = sorted((e for e in os.scandir(folder) if e.name.startswith("templates-") and e.name.endswith(".json")),
+                     key=lambda e: e.stat().st_mtime, reverse=True)[KEEP_STORES:]
+        for e in old:
+            os.unlink(e.path)
+            if os.path.exists(e.path + ".lock"):  # its lock file goes with it
+                os.unlink(e.path + ".lock")
+    except OSError:
+        pass
+
+
+def _stored_span(v: Any) -> Any:
+    """A span list from JSON, checked: the fill function is generated from these numbers."""
+    if not isinstance(v, list):
+        raise ValueError(v)
+    if not v or isinstance(v[0], list):
+        return [_stored_span(x) for x in v]
+    if len(v) != 4 or not all(type(x) is int for x in v[:3]) or not (v[3] is None or type(v[3]) is int):
+        raise ValueError(v)
+    return tuple(v)
+
+
+_STORE_PATH: list[str | None] = []
+
+
+def _store_path() -> str | None:
+    """``templates-<digest>.json``: the digest covers the grammar and this module, whose
+    code decides what a template holds, so a changed grammar never reads old templates."""
+    if not _STORE_PATH:
+        folder = cache_dir()
+        if folder is None:
+            _STORE_PATH.append(None)
+        else:
+            key = digest(_read_bytes(_GRAMMAR), _read_bytes(os.path.abspath(__file__)))
+            _STORE_PATH.append(os.path.join(folder, f"templates-{key}.json"))
+    return _STORE_PATH[0]
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _read_store() -> dict[str, dict[str, Any]]:
+    path = _store_path()
+    empty: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
+    data = read_json(path) if path is not None else None
+    if not isinstance(data, dict) or not all(isinstance(data.get(t), dict) for t in empty):
+        return empty
+    return {t: data[t] for t in empty}
+
+
+def _stringify(fields: dict[str, Any]) -> RawFields:
+    return {k: [str(t) for t in v] if isinstance(v, list) else str(v) for k, v in fields.items()}
+
+
+def _parse_plain(text: str) -> tuple[str, RawFields] | None:
+    try:
+        tree = parser().parse(text)
+    except _lark_error():
+        return None
+    kind, fields = raw_of(tree)
+    return kind, _stringify(fields)
+
+
+# --------------------------------------------------------------------------- whole-line templates
+
+#: The plain NCCL prefix (no launcher wrapper, no timestamp): the common case worth a fast path.
+#: The host is a hostname and there are no backticks: a line pasted with chat mark-up
+#: (`...`, **...**, > quotes) goes through the envelope, which strips it.
+SIMPLE_NCCL_LINE = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\] NCCL INFO ([^\s`][^`]*)")
+
+
+def _cut_expr(sp: tuple[int, int, int, int | None]) -> str:
+    i, oi, j, oj = sp
+    if i == j:
+        if oi == 0 and oj is None:
+            return f"p[{i}]"
+        return f"p[{i}][{oi}:{'' if oj is None else oj}]"
+    head = f"p[{i}]" if oi == 0 else f"p[{i}][{oi}:]"
+    # runs in between: a slice joined, not a chain of '+' (a span over the 16,384 ranks
+    # of a desync report made a chain the compiler recursed into until RecursionError)
+    mid = "" if j == i + 1 else f"+p[{i + 1}]" if j == i + 2 else f"+''.join(p[{i + 1}:{j}])"
+    tail = f"+p[{j}]" if oj is None else f"+p[{j}][:{oj}]"
+    return head + mid + tail
+
+
+def _compile_fill(spans: dict[str, Any]) -> Any:
+    items = []
+    for name, sp in spans.items():
+        expr = "[" + ", ".join(_cut_expr(x) for x in sp) + "]" if isinstance(sp, list) else _cut_expr(sp)
+        items.append(f"{name!r}: {expr}")
+    src = "def fill(p):\n    return {" + ", ".join(items) + "}\n"
+    ns: dict[str, Any] = {}
+    exec(CODE.compile(src, "<template>"), ns)  # noqa: S102 - generated from span integers only
+    return ns["fill"]
+
+
+def line_template(text: str, parts: list[str]) -> Template | None:
+    """A template for a plain ``host:pid:tid [dev] NCCL INFO message`` line, if it has one."""
+    m = SIMPLE_NCCL_LINE.fullmatch(text)
+    if m is None:
+        return None
+    body, offset = m.group(5), m.start(5)
+    try:
+        tree = parser().parse(body)
+    except _lark_error():
+        return None
+    rule, fields = raw_of(tree)
+    extra = {name: (m.start(i), m.end(i)) for i, name in enumerate(("_host", "_pid", "_tid", "_dev"), 1)}
+    try:
+        return _template(rule, fields, parts, offset, extra)
+    except _Uncacheable:
+        return None
+
+
+def split_line(text: str) -> tuple[list[str], str]:
+    """The value-run split of a line and its shape key."""
+    parts = _DIGITS.split(text)
+    return parts, "\x00".join(parts[0::2])
+
+
+# Digits become NUL, a byte the readers remove from text, so no literal character can
+# collide with a masked digit (a '#' could: "4127#" would reuse the template of "41271").
+_HASH_DIGITS = bytes.maketrans(b"0123456789", b"\0\0\0\0\0\0\0\0\0\0")
+
+
+def fixed_key(text: str) -> bytes:
+    """Shape key that keeps every character's position (digits become NUL): ASCII lines only."""
+    return text.encode().translate(_HASH_DIGITS)
+
+
+def has_hex(parts: list[str]) -> bool:
+    """True when a value run is hex (a pointer): such lines get no position-exact fill."""
+    return any(p.startswith("0x") for p in parts[1::2])
+
+
+def fixed_fill(tpl: Template, parts: list[str]) -> Any:
+    """A fill function with absolute slices for lines whose digit runs have these lengths."""
+    starts, pos = [], 0
+    for p in parts:
+        starts.append(pos)
+        pos += len(p)
+
+    def cut(sp: tuple[int, int, int, int | None]) -> str:
+        i, oi, j, oj = sp
+        a = starts[i] + oi
+        b = starts[j] + (len(parts[j]) if oj is None else oj)
+        return f"t[{a}:{b}]"
+
+    items = []
+    for name, sp in tpl.spans.items():
+        expr = "[" + ", ".join(cut(x) for x in sp) + "]" if isinstance(sp, list) else cut(sp)
+        items.append(f"{name!r}: {expr}")
+    ns: dict[str, Any] = {}
+    exec(CODE.compile("def fill(t):\n    return {" + ", ".join(items) + "}\n", "<fixed-template>"), ns)  # noqa: S102
+    return ns["fill"]

@@ -1,0 +1,444 @@
+"""Lines -> typed events: envelope, anchor, grammar (through the shape cache), builder.
+
+One :class:`FileParser` per input stream.  It is stateful only where a meaning spans
+lines: a Python traceback becomes one event at its exception line, and torchrun's
+ChildFailedError block gives its ``key : value`` lines their meaning.
+
+Cheap filters first: an NCCL line is found with ``str.find``; any other line costs
+one anchor regex search, and only lines with an anchor reach the grammar.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .. import events as E
+from ..ingest.decode import clean
+from . import grammar
+from .build import build
+from .envelope import Record, peel
+from .anchors import PREFILTER, STEP_START, anchor_starts
+from .grammar import ShapeCache, Template, fixed_fill, fixed_key, has_hex, split_line
+
+#: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
+STEP_SAMPLES_PER_RANK = 32
+# Training-step timing lines (stragglers) carry no keyword of the prefilter; these
+# literal-prefixed scans find them in a block at str.find speed.
+STEP_SCANS = (re.compile(r"time: *\d+(?:\.\d+)?ms"), re.compile(r"elapsed time per iteration \(ms\)"))
+
+_ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
+_EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
+_FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
+_PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
+                        if "pg" in c.FIELD_TYPES)
+_TB_START = "Traceback (most recent call last):"
+_MISS = object()
+#: what ``_templated`` returns for a line handed to the sink's ``add_conn``
+_FOLDED: Any = object()
+
+
+class Sink(Protocol):
+    """Where the fast path puts what it reads (:class:`ncclsleuth.model.job.JobModel`)."""
+
+    def add(self, ev: E.Event) -> None: ...
+
+    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
+#: rules whose events depend on parser state (never rebuilt from a line template)
+_STATEFUL_RULES = frozenset({"failure_block_head", "failure_field", "exception"})
+_FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
+# Calls that block until every rank arrives: where a waiting rank's traceback points.
+_SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
+                   r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
+_ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
+
+
+@dataclass
+class _Tb:
+    start: int
+    frames: int = 0
+    last_frame: str | None = None
+    text: str = ""
+
+
+@dataclass
+class ParseStats:
+    """Counts for the coverage figure and the benchmark."""
+
+    lines: int = 0
+    records: int = 0
+    nccl_records: int = 0
+    nccl_unknown: int = 0  # nccl_other without a catalog match
+    failed: int = 0  # lines the parser could not handle (kept as problem lines where they look like one)
+    first_failure: str | None = None
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class FileParser:
+    """Parses one stream of lines into events."""
+
+    def __init__(self, source: str, cache: ShapeCache | None = None, keep_text: bool = True,
+                 use_catalog: bool = True, sink: Sink | None = None) -> None:
+        """``keep_text=False`` (analyze) drops lines that mean nothing as early as possible and
+        emits no ``text`` events; ``use_catalog=False`` skips catalog ids (unused by rules).
+
+        ``sink`` (analyze, with ``keep_text=False``): :meth:`parse_block` hands every event to
+        ``sink.add`` as it is made, in line order, and plain per-connection lines (``Channel
+        NN/M : a[x] -> b[y] via ...``, the most numerous line of an INFO log) to
+        ``sink.add_conn`` without making events (``JobModel`` is such a sink)."""
+        self.source = source
+        self.cache = cache or ShapeCache()
+        self.keep_text = keep_text
+        self.use_catalog = use_catalog
+        self.sink = sink
+        self._step_counts: dict[int | None, int] = {}
+        self._steps_done = False
+        #: line shape -> Template (analyze only: parse keeps the full envelope path)
+        self._lines: dict[str, Template | None] | None = None if keep_text else self.cache.line_templates
+        self._fixed: dict[bytes, Any] = self.cache.fixed_templates
+        self._fixed_seen: dict[bytes, int] = self.cache.fixed_seen
+        self._tests = False
+        self.stats = ParseStats()
+        self._tb: dict[int | None, _Tb] = {}
+        self._in_failure_block = False
+        self._failure_block: str | None = None
+        self._catalog: dict[str, tuple[str | None, str | None]] = {}
+
+    # ------------------------------------------------------------------ public
+    def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
+        """Events of all lines, then of anything left open at the end (a cut traceback)."""
+        for lineno, text in lines:
+            yield from self.parse_line(lineno, text)
+        yield from self.finish()
+
+    def parse_line(self, lineno: int, text: str) -> list[E.Event]:
+        self.stats.lines += 1
+        if not self.keep_text and not (self._tb or self._in_failure_block or self._tests) \
+                and PREFILTER.search(text) is None:
+            return []
+        return self._line(lineno, text)
+
+    def parse_block(self, first: int, text: str) -> list[E.Event]:
+        """Events of a block of whole lines (``\n``-separated) starting at line ``first``.
+
+        In analyze mode the prefilter runs over the whole block, so lines that cannot
+        mean anything are skipped by the regex engine without a Python-level loop.
+        """
+        out: list[E.Event] = []
+        self.stats.lines += text.count("\n") + 1
+        put = out.extend if self.sink is None else self._deliver
+        if self.keep_text:
+            for i, line in enumerate(text.split("\n")):
+                put(self._line(first + i, line))
+            return out
+        pos, n, size = 0, first, len(text)
+        search = PREFILTER.search
+        if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
+            self._tests = True
+        while pos <= size:
+            if self._tb or self._in_failure_block or self._tests:  # line by line while a block is open
+                end = text.find("\n", pos)
+                end = size if end < 0 else end
+                put(self._line(n, text[pos:end]))
+                n, pos = n + 1, end + 1
+                continue
+            m = search(text, pos)
+            if m is None:
+                break
+            start = text.rfind("\n", pos, m.start()) + 1
+            if start < pos:
+                start = pos
+            n += text.count("\n", pos, start)
+            end = text.find("\n", m.start())
+            end = size if end < 0 else end
+            put(self._line(n, text[start:end]))
+            n, pos = n + 1, end + 1
+        put(self._step_lines(first, text))
+        return out
+
+    def _deliver(self, events: list[E.Event]) -> None:
+        add = self.sink.add  # type: ignore[union-attr]  # only set with a sink
+        for ev in events:
+            add(ev)
+
+    def _step_lines(self, first: int, text: str) -> list[E.Event]:
+        """Step-timing lines the prefilter skipped (one literal scan per format), sampled.
+
+        A median needs a few dozen steps, not every step of a long run: at most
+        ``STEP_SAMPLES_PER_RANK`` per rank are parsed, and a file of one rank stops being
+        scanned once its rank has them.
+        """
+        out: list[E.Event] = []
+        if self._steps_done:
+            return out
+        for rx in STEP_SCANS:
+            counted, n = 0, first
+            for m in rx.finditer(text):
+                start = text.rfind("\n", 0, m.start()) + 1
+                end = text.find("\n", m.start())
+                line = text[start:] if end < 0 else text[start:end]
+                if PREFILTER.search(line) is not None:
+                    continue  # the main loop has handled it
+                n += text.count("\n", counted, start)
+                counted = start
+                ev = self._step_event(n, line)
+                if ev is not None:
+                    seen = self._step_counts.get(ev.rank, 0)
+                    if seen < STEP_SAMPLES_PER_RANK:
+                        self._step_counts[ev.rank] = seen + 1
+                        out.append(ev)
+                if len(self._step_counts) == 1 and min(self._step_counts.values()) >= STEP_SAMPLES_PER_RANK:
+                    self._steps_done = True
+                    return out
+        return out
+
+    def _step_event(self, lineno: int, line: str) -> E.Event | None:
+        """A step-timing line: the grammar (through the shape cache) from where the step text
+        starts, the envelope only when something precedes it (a [rankN]: prefix)."""
+        m = STEP_START.search(line)
+        if m is None:
+            return None
+        res = self.cache.parse(line[m.start():].rstrip())
+        if res is None:
+            return None
+        cls, fields = build(res[0], res[1])
+        if cls is not E.StepTime:
+            return None
+        rec = peel(line)[0] if m.start() else Record(line, "other")
+        return self._make(cls, rec, lineno, line, fields)
+
+    def _line(self, lineno: int, text: str) -> list[E.Event]:
+        try:
+            if "\r" in text or "\x1b" in text:  # progress redraws and colours (block reader leaves them)
+                out: list[E.Event] = []
+                for seg in clean(text):
+                    out.extend(self._record_line(lineno, seg))
+                return out
+            return self._record_line(lineno, text)
+        except Exception as exc:  # noqa: BLE001 - one garbled line must never abort a run
+            return self._unparsable(lineno, text, exc)
+
+    def _unparsable(self, lineno: int, text: str, exc: Exception) -> list[E.Event]:
+        """Keep a line that broke the parser: counted, and kept as a problem line if it looks like one."""
+        self.stats.failed += 1
+        if self.stats.first_failure is None:
+            self.stats.first_failure = f"line {lineno}: {type(exc).__name__}: {exc}"
+        if _ERRLIKE.search(text) or " WARN " in text:
+            return [E.WarnText(source=self.source, line=lineno, text=text, message=text.strip()[:500])]
+        return []
+
+    def _record_line(self, lineno: int, text: str) -> list[E.Event]:
+        if self._lines is not None and " NCCL INFO " in text:
+            ev = self._templated(lineno, text)
+            if ev is not None:
+                return [ev] if ev is not _FOLDED else []
+        if not text.strip():
+            return []
+        if text.lstrip().startswith("#"):
+            self._tests = True  # nccl-tests output: its result rows are only numbers
+        out: list[E.Event] = []
+        for rec in peel(text):
+            self.stats.records += 1
+            if rec.family == "nccl":
+                ev = self._nccl(rec, lineno, text)
+            else:
+                ev = self._other(rec, lineno, text, out)
+            if ev is not None and (self.keep_text or ev.kind != "text"):
+                out.append(ev)
+                k = ev.kind
+                self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
+        return out
+
+    def _templated(self, lineno: int, text: str) -> E.Event | None:
+        """Fast path for plain NCCL INFO lines: rebuild from the line shape's template.
+
+        Two levels: a position-exact key (bytes.translate, ~0.2 us) whose fill is plain
+        slices, then the value-run split (~4 us) whose fill concatenates runs.
+        """
+        ascii_line = text.isascii()
+        if ascii_line:
+            fkey = fixed_key(text)
+            hit = self._fixed.get(fkey)
+            if hit is not None:
+                rule, fill = hit
+                return self._from_raw(lineno, text, rule, fill(text))
+        parts, key = split_line(text)
+        tpl = self._lines.get(key, _MISS)  # type: ignore[union-attr]
+        if tpl is _MISS:
+            tpl = self.cache.line_template(text, parts, key) if self.cache.enabled else None
+            if tpl is not None and (tpl.kind in _STATEFUL_RULES or tpl.kind.startswith("ws_")):
+                tpl = None
+            if len(self._lines) < 50_000:  # type: ignore[arg-type]
+                self._lines[key] = tpl  # type: ignore[index]
+        if tpl is None:
+            return None
+        if ascii_line and key not in self.cache.no_fixed:
+            self._learn_fixed(fkey, key, tpl, parts)
+        return self._from_raw(lineno, text, tpl.kind, tpl.fill(parts))
+
+    def _learn_fixed(self, fkey: bytes, key: str, tpl: Template, parts: list[str]) -> None:
+        """Count a position-exact shape's lines; at the ``COMPILE_AFTER``-th, compile its
+        fill (most such shapes are met a handful of times: see grammar.Template)."""
+        if has_hex(parts):  # pointers differ on every line: no reuse to gain (asked once per shape)
+            if len(self.cache.no_fixed) < 50_000:
+                self.cache.no_fixed.add(key)
+            return
+        seen = self._fixed_seen.get(fkey, 0) + 1
+        if seen >= grammar.COMPILE_AFTER and len(self._fixed) < 100_000:
+            self._fixed[fkey] = (tpl.kind, fixed_fill(tpl, parts))
+            self._fixed_seen.pop(fkey, None)
+        elif len(self._fixed_seen) < 100_000:
+            self._fixed_seen[fkey] = seen
+
+    def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
+        """The event of a templated line (``_FOLDED`` when the connection sink took it)."""
+        host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")
+        if rule == "channel_conn" and self.sink is not None:
+            self.sink.add_conn(self.source, lineno, host, int(pid), raw["src"], raw["dst"], raw["via"])
+            return _FOLDED
+        cls, fields = build(rule, raw)
+        if cls is E.NcclOther:
+            return None
+        self.stats.records += 1
+        self.stats.nccl_records += 1
+        return cls(source=self.source, line=lineno, text=text, host=host, pid=int(pid), tid=int(tid),
+                   dev=int(dev), level="INFO", **fields)
+
+    def finish(self) -> list[E.Event]:
+        out: list[E.Event] = []
+        for rank, tb in sorted(self._tb.items(), key=lambda kv: kv[1].start):
+            if tb.frames:
+                out.append(E.Traceback(source=self.source, line=tb.start, text=tb.text, rank=rank,
+                                       exc_type="", message="(traceback cut off: no exception line)",
+                                       start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame))
+        self._tb.clear()
+        return out
+
+    # ------------------------------------------------------------------ NCCL lines
+    def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:
+        self.stats.nccl_records += 1
+        body = rec.body
+        res = self.cache.parse(body) if body else None
+        if res is None and body:
+            at = anchor_starts(body)
+            if at and at[0] > 0:
+                res = self.cache.parse(body[at[0]:])
+        if res is not None:
+            cls, fields = build(res[0], res[1])
+            if cls is not E.NcclOther:
+                return self._make(cls, rec, lineno, text, fields)
+        cat_id, subsys = self._catalog_of(body, rec.level) if self.use_catalog else (None, None)
+        if cat_id is None:
+            self.stats.nccl_unknown += 1
+        return self._make(E.NcclOther, rec, lineno, text,
+                          {"message": body, "subsys": subsys, "catalog_id": cat_id})
+
+    def _catalog_of(self, body: str, level: str | None) -> tuple[str | None, str | None]:
+        key = re.sub(r"\d+", "#", body)
+        hit = self._catalog.get(key)
+        if hit is None:
+            from . import catalog  # parse only: analyze does not use catalog ids
+
+            fmt = catalog.lookup(body, level)
+            hit = (fmt.id, fmt.subsys.split("|")[0].replace("NCCL_", "")) if fmt else \
+                  (None, catalog.subsystem_guess(body))
+            if len(self._catalog) < 100_000:
+                self._catalog[key] = hit
+        return hit
+
+    # ------------------------------------------------------------------ other lines
+    def _other(self, rec: Record, lineno: int, text: str, out: list[E.Event]) -> E.Event | None:
+        body = rec.body
+        tb = self._tb.get(rec.rank)
+        if body.endswith(_TB_START):
+            self._tb[rec.rank] = _Tb(start=lineno, text=text)
+            if len(body) == len(_TB_START):
+                return self._make(E.Text, rec, lineno, text, {})
+            body = body[: -len(_TB_START)]
+        elif body.startswith("File "):
+            fm = _FRAME.match(body)
+            if fm is not None or tb is not None:
+                if tb is None:  # frames of an excerpt that lost its "Traceback" line
+                    tb = self._tb[rec.rank] = _Tb(start=lineno, text=text)
+                tb.frames += 1
+                tb.last_frame = body.strip()
+                return self._sync_or_text(rec, lineno, text, fm.group(1) if fm else "", body)
+        elif tb is not None and text[:1].isspace() and not _EXC.match(body):
+            return self._sync_or_text(rec, lineno, text, body, body)
+        ev = self._anchored(rec, body, lineno, text)
+        if ev is None and _EXC.match(body):
+            ev = self._parse_at(rec, body, 0, lineno, text)
+        if tb is not None and ev is not None and not text[:1].isspace() and (
+                isinstance(ev, E.ExceptionLine) or _EXC.match(body.strip()) or getattr(ev, "exc_type", None)):
+            exc = ev if isinstance(ev, E.ExceptionLine) else None
+            m = _EXC.match(body.strip()) if exc is None else None
+            if exc is not None:
+                exc_type, message = exc.exc_type, exc.message
+            elif m is not None:  # "torch.OutOfMemoryError: CUDA out of memory. ..."
+                exc_type, message = m.group(0), body.strip()[m.end():].lstrip(": ").strip()
+            else:
+                exc_type, message = getattr(ev, "exc_type", None) or ev.kind, body.strip()
+            out.append(E.Traceback(source=self.source, line=lineno, text=text, rank=rec.rank, ts=rec.ts,
+                                   exc_type=exc_type or "", message=message, start_line=tb.start,
+                                   frames=tb.frames, last_frame=tb.last_frame))
+            del self._tb[rec.rank]
+            if exc is not None:
+                return None  # the traceback event carries the exception line
+        if ev is None:
+            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)):
+                return self._make(E.WarnText, rec, lineno, text, {"message": body})
+            return self._make(E.Text, rec, lineno, text, {})
+        return ev
+
+    def _sync_or_text(self, rec: Record, lineno: int, text: str, where: str, code: str) -> E.Event:
+        m = _SYNC.search(where)
+        if m is None:
+            return self._make(E.Text, rec, lineno, text, {})
+        return self._make(E.SyncCall, rec, lineno, text, {"call": m.group(1), "code": code.strip()})
+
+    def _anchored(self, rec: Record, body: str, lineno: int, text: str) -> E.Event | None:
+        if self._in_failure_block and _FKEY.match(body):
+            ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
+            if ev is not None:
+                return ev
+        if body[:1] == " " or body[:1].isdigit():
+            if _ROW.match(body):
+                ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
+                if ev is not None:
+                    return ev
+        wrapper = None
+        for at in anchor_starts(body):
+            ev = self._parse_at(rec, body, at, lineno, text)
+            if ev is not None:
+                if not ev.wraps_message:
+                    return ev
+                wrapper = wrapper or ev  # a message known inside it says more: keep looking
+        if wrapper is not None:
+            return wrapper
+        if body.startswith("=====") or body.startswith("-----"):
+            self._in_failure_block = self._in_failure_block and body.startswith("-")
+        return None
+
+    def _parse_at(self, rec: Record, body: str, at: int, lineno: int, text: str) -> E.Event | None:
+        res = self.cache.parse(body[at:].rstrip())
+        if res is None:
+            return None
+        cls, fields = build(res[0], res[1], body[:at])
+        if cls is E.NcclOther:
+            return None
+        if cls is E.FailureBlockHead:
+            self._in_failure_block = True
+            self._failure_block = fields.get("block")
+        elif cls is E.FailureField and self._failure_block:
+            fields["block"] = self._failure_block
+        return self._make(cls, rec, lineno, text, fields)
+
+    # ------------------------------------------------------------------ construction
+    def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict) -> E.Event:  # type: ignore[type-arg]
+        if rec.pg is not None and cls in _PG_CLASSES:
+            fields.setdefault("pg", rec.pg)
+            if rec.pg_rank is not None and "pg_rank" in cls.FIELD_TYPES:
+                fields.setdefault("pg_rank", rec.pg_rank)
+        return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
+                   dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)

@@ -1,0 +1,83 @@
+"""The report: findings (most likely root cause first), unexplained problem lines, summary.
+
+One :class:`Report` object feeds every renderer (terminal, JSON, Markdown, Slack,
+HTML); renderers never look at the model or the events.  ``to_dict`` is the stable
+JSON schema (``SCHEMA_VERSION``).  :func:`build_report` makes one from a model and the
+rules; :mod:`.redact` a copy without site identifiers, :mod:`.diff` the comparison of
+two runs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event
+from ..model.job import JobModel
+from ..model.summary import summarize
+from ..rules.findings import Evidence, Finding
+from ..rules.ranking import run_rules
+from ..rules.schema import Rule
+from ..util.gcpause import paused
+
+SCHEMA_VERSION = "1.0"
+_DIGITS = re.compile(r"\d+")
+MAX_UNEXPLAINED = 200
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    unexplained: list[Evidence]
+    summary: dict[str, Any]
+    notices: list[dict[str, str]] = field(default_factory=list)
+    unexplained_total: int = 0
+    #: inputs read (0: nothing could be read); not part of the JSON
+    files_read: int = field(default=0, compare=False)
+    #: the post-mortem's pictures (rings, hops, init timeline), when asked for
+    #: (:func:`ncclsleuth.model.figures.build_figures`); not part of the JSON
+    figures: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def verdict(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION,
+                "verdict": self.findings[0].title if self.findings else "no problem found",
+                "findings": [f.to_dict() for f in self.findings],
+                "unexplained": [e.to_dict() for e in self.unexplained],
+                "unexplained_total": self.unexplained_total,
+                "summary": self.summary, "notices": self.notices}
+
+
+def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None = None) -> Report:
+    """Run the rules and put findings, unexplained problem lines and the summary together."""
+    with paused():
+        return _build_report(model, rules, notices)
+
+
+def _build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None) -> Report:
+    findings = run_rules(model, rules)
+    explained = set().union(*(f.explained for f in findings)) if findings else set()
+    rest = [ev for ev in model.error_events() if (ev.source, ev.line) not in explained]
+    return Report(findings=findings, unexplained=_unexplained(rest, model), summary=summarize(model),
+                  notices=list(notices or []), unexplained_total=len(rest))
+
+
+def _unexplained(rest: list[Any], model: JobModel) -> list[Evidence]:
+    """Up to MAX_UNEXPLAINED lines: one per distinct message shape first, so a flood of
+    one WARN cannot hide a different error that came later; then the rest in order."""
+    seen: set[str] = set()
+    first: list[Event] = []
+    for ev in rest:
+        shape = _DIGITS.sub("#", ev.text.split(" NCCL ", 1)[-1])[:300]
+        if shape not in seen:
+            seen.add(shape)
+            first.append(ev)
+    picked = first[:MAX_UNEXPLAINED]
+    if len(picked) < MAX_UNEXPLAINED:
+        chosen = {id(e) for e in picked}
+        picked += [e for e in rest if id(e) not in chosen][: MAX_UNEXPLAINED - len(picked)]
+    picked.sort(key=model.order_key)
+    return [Evidence(ev.source, ev.line, ev.text) for ev in picked]

@@ -1,0 +1,1 @@
+"""Helpers every stage may use: the per-user cache folder and its files, the gc pause."""

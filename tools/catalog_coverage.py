@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT.parent / "shared" / "reference" / "nccl" / "messages.tsv"
 #: rules that explain any WARN without knowing what it means
-FALLBACK_RULES = frozenset({"NCCL000"})
+FALLBACK_RULES = frozenset({"MSG000"})
 
 _CONV = re.compile(r"%(%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|z|t|j|L)?([diuxXpfgeEcsm]))")
 _TEMPLATE = re.compile(r"\{[^{}]*\}")

@@ -16,8 +16,6 @@ from ..model.job import JobModel
 from .schema import Rule
 
 _TEMPLATE = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
-#: placeholders every finding can fill, besides the matched items' fields
-EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks"})
 
 
 @dataclass(frozen=True)
@@ -86,6 +84,7 @@ def finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, 
     primary = items[0] if items else {}
     # events beyond KEEP_PER_KIND of a kind are counted, not kept: say "at least" then
     capped = any(model.folded.get(k) for k in {ev.kind for ev in ordered})
+    # the placeholders besides the items' fields (schema.EXTRA_PLACEHOLDERS: the rule schema checks them)
     extra = {"count": f"{len(items)}+" if capped else len(items), "hosts": ", ".join(hosts[:8]) or "?",
              "nhosts": len(hosts),
              "ranks": ", ".join(map(str, ranks[:16])) or "?"}

@@ -5,8 +5,8 @@ import pytest
 
 from ncclsleuth.model.facts import FACTS
 from ncclsleuth.model.facts.network import iface_problem
-from ncclsleuth.ruletests import model_of
 from ncclsleuth.model.topology import analyze_topology, check_ring
+from ncclsleuth.ruletests import model_of
 
 
 @pytest.mark.parametrize("name,addr,bad", [

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..util.cache import CODE
 
-if TYPE_CHECKING or sys.version_info >= (3, 11):
+if TYPE_CHECKING:  # typing's own from Python 3.11; type checkers know it for 3.10 too
+    from typing_extensions import dataclass_transform
+elif sys.version_info >= (3, 11):
     from typing import dataclass_transform
 else:  # Python 3.10: the decorator only informs type checkers
     def dataclass_transform(**_: Any) -> Any:

@@ -8,6 +8,7 @@ matched item (``{field}``), a named one (``{name.field}``) or the counts
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +64,7 @@ class Finding:
         return {f: sorted(v) for f, v in sorted(out.items())}
 
 
-def finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, Any]],
+def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, Mapping[str, Any]],
              model: JobModel) -> tuple[Finding, tuple[Any, ...]]:
     evs: dict[tuple[str, int], Event] = {}
     for it in items:
@@ -99,7 +100,8 @@ def finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, 
     return f, first
 
 
-def _fill(tpl: str, primary: dict[str, Any], named: dict[str, dict[str, Any]], extra: dict[str, Any]) -> str:
+def _fill(tpl: str, primary: Mapping[str, Any], named: Mapping[str, Mapping[str, Any]],
+          extra: Mapping[str, Any]) -> str:
     def sub(m: re.Match[str]) -> str:
         a, b = m.group(1), m.group(2)
         if b is not None:

@@ -11,7 +11,6 @@ from ..util.cache import cache_dir, digest, read_json, write_atomic
 from .schema import Rule, RuleError, validate
 
 
-
 def default_rule_dir() -> Path:
     """The rule pack: ``rules/`` of a source checkout, else the copy shipped in the package."""
     env = os.environ.get("NCCLSLEUTH_RULES")
@@ -24,7 +23,8 @@ def default_rule_dir() -> Path:
     return here.parent.parent / "rules"
 
 
-def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = False) -> tuple[list[Rule], list[RuleError]]:
+def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = False
+               ) -> tuple[list[Rule], list[RuleError]]:
     """Every ``*.yaml`` under the given folders (default: the shipped pack), sorted by id.
 
     A malformed file raises :class:`RuleError` unless ``keep_going``, in which case the

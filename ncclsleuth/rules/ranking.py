@@ -49,7 +49,7 @@ def _link_causes(fired: list[tuple[Rule, Finding, tuple[Any, ...]]]) -> None:
     for rule, f, _ in fired:
         if rule.role != "symptom":
             continue
-        for cr, cf in causes:
+        for cr, _cf in causes:
             if not rule.symptom_of or cr.category in rule.symptom_of or cr.id in rule.symptom_of:
                 f.caused_by = cr.id
                 break

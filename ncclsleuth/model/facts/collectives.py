@@ -160,11 +160,10 @@ def collective_order_mismatch(model: JobModel) -> list[CollectiveOrderMismatch]:
                              for op, evs in sorted(ops.items()))
             out.append({"pg": pg, "seq": seq, "detail": desc,
                         "evidence": [evs[0] for evs in ops.values()]})
-    for (seq, _), ops in wd.items():
-        if len(ops) > 1:
-            evs = wd_ev[(seq, None)]
-            out.append({"pg": "0", "seq": seq, "detail": "watchdog timeouts name " + " and ".join(sorted(ops)),
-                        "evidence": evs[:4]})
+    for (wd_seq, _), wd_ops in wd.items():
+        if len(wd_ops) > 1 and wd_seq is not None:
+            out.append({"pg": "0", "seq": wd_seq, "detail": "watchdog timeouts name " + " and ".join(sorted(wd_ops)),
+                        "evidence": wd_ev[(wd_seq, None)][:4]})
     return out
 
 
@@ -187,7 +186,8 @@ def stragglers(model: JobModel) -> list[Straggler]:
     for key, med in sorted(per.items(), key=lambda kv: -kv[1]):
         if med > job * 1.10 and med - job > 3 * mad:
             rank = key if isinstance(key, int) else None
-            out.append({"rank": rank if rank is not None else "?", "who": f"rank {rank}" if rank is not None else str(key),
+            out.append({"rank": rank if rank is not None else "?",
+                        "who": f"rank {rank}" if rank is not None else str(key),
                         "host": hosts.get(rank, "?") if rank is not None else "?", "median_ms": round(med, 1),
                         "job_median_ms": round(job, 1), "slower_pct": round(100 * (med / job - 1)),
                         "others": len(per) - 1, "steps": len(model.step_times[key]),

@@ -76,7 +76,8 @@ def config_minority(model: JobModel) -> list[ConfigMinority]:
         vals: dict[str, set[str]] = defaultdict(set)
         evs: dict[str, E.Event] = {}
         for sig, (hosts, first) in groups.items():
-            v = sig[i] if sig[i] is not None else "(unset)"
+            val = sig[i]
+            v = val if val is not None else "(unset)"
             vals[v] |= hosts
             if "env:" + name in first.evidence:  # a set value always has its env line
                 evs.setdefault(v, first.evidence["env:" + name])

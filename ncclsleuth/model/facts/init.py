@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ... import events as E
 from ..job import JobModel
 from .base import Record, fact, median, ranges
 
@@ -54,7 +55,7 @@ class InitMissingRanks(Record):
 @fact(InitStuck)
 def init_stuck(model: JobModel) -> list[InitStuck]:
     """Ranks that logged Init START but never Init COMPLETE while others of the comm did."""
-    out = []
+    out: list[InitStuck] = []
     for c in model.comms.values():
         done = [r for r in c.ranks.values() if r.complete is not None]
         stuck = [r for r in c.ranks.values() if r.start is not None and r.complete is None]
@@ -93,7 +94,7 @@ def init_timing(model: JobModel) -> list[InitTiming]:
                     "bootstrap_share": round(boot_share, 2), "outlier": outlier,
                     "any_flag": outlier or (boot_share > 0.5 and slow.timings.total > 5),  # type: ignore[union-attr]
                     "bootstrap_dominates": boot_share > 0.5 and slow.timings.total > 5,  # type: ignore[union-attr]
-                    "evidence": [slow.timings]})
+                    "evidence": [slow.timings] if slow.timings is not None else []})
     return out
 
 
@@ -143,7 +144,8 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         if completed and not failed:
             continue
         hosts = _guess_hosts(c, missing)
-        evidence = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3] if st.start is not None]
+        evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
+                                   if st.start is not None]
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
                     "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
     return out

@@ -44,7 +44,7 @@ def nccltests_result(model: JobModel) -> list[NcclTestsResult]:
              "wrong_rows": len(wrong), "network": network, "nhosts": len(hosts), "nics": nics,
              "expected_min_busbw": expected if expected is not None else "?",
              "far_below": expected is not None and peak < 0.3 * expected,
-             "evidence": [best] + wrong[:5]}]
+             "evidence": [best, *wrong[:5]]}]
 
 
 #: GB/s one RDMA NIC gives at least (100 Gb/s); 200/400 Gb/s NICs give 2-4x this

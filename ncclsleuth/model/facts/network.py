@@ -142,7 +142,7 @@ def network_minority(model: JobModel) -> list[NetworkMinority]:
         return []
     major, n_major = nets.most_common(1)[0]
     hosts_major = len({p.host for p in model.processes.values() if p.network == major})
-    out = []
+    out: list[NetworkMinority] = []
     for p in model.processes.values():
         if p.network and p.network != major:
             out.append({"host": p.host or "?", "network": p.network, "majority": major,

@@ -368,7 +368,7 @@ class RankLog:
         for c in range(chans):
             i = me if c % 2 == 0 else n - 1 - me  # the odd channels use the mirrored tree
 
-            def g(x: int) -> int:
+            def g(x: int, c: int = c) -> int:
                 return x if c % 2 == 0 else n - 1 - x
 
             d0 = g(2 * i + 1) if 2 * i + 1 < n else -1

@@ -73,7 +73,7 @@ def phase_of(ev: E.Event) -> str | None:
 def parse_duration(text: str) -> float:
     """``60``, ``60s``, ``1.5m``, ``500ms``, ``1h`` -> seconds."""
     s = str(text).strip().lower()
-    for suffix, mult in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+    for suffix, mult in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):  # noqa: B007 - used after break
         if s.endswith(suffix) and not (suffix == "s" and s.endswith("ms")):
             s = s[: -len(suffix)]
             break
@@ -379,8 +379,8 @@ class Watcher:
             phases: Counter[str] = Counter()
             for r, st in c.ranks.items():
                 if st.complete is None:
-                    u = unit_of_rank.get((c.key, r))
-                    phases[u.phase if u else "?"] += 1
+                    waiting = unit_of_rank.get((c.key, r))
+                    phases[waiting.phase if waiting else "?"] += 1
             comms.append({"comm": c.key, "nranks": c.nranks, "seen": len(c.ranks),
                           "complete": sum(1 for st in c.ranks.values() if st.complete is not None),
                           "rest_in": dict(phases.most_common())})
@@ -394,7 +394,8 @@ class Watcher:
             d["init_complete"] += int(u.past_init)
             d["last_line_s"] = ago if d["last_line_s"] is None else min(d["last_line_s"], ago)
             d["quietest_s"] = max(d["quietest_s"], ago)
-        ranks = [{"process": f"{u.key[0]}:{u.key[1]}", "host": u.host, "ranks": rank_ranges(u.ranks),
+        ranks: list[dict[str, Any]] = [{"process": f"{u.key[0]}:{u.key[1]}", "host": u.host,
+                                        "ranks": rank_ranges(u.ranks),
                   "silent_s": round(max(0.0, now - u.last_wall), 1), "phase": u.phase, "init_complete": u.past_init}
                  for u in units.values()]
         ranks.sort(key=lambda r: (-r["silent_s"], r["process"]))

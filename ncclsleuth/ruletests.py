@@ -40,8 +40,8 @@ def _watched(rule: Rule, log: str | dict[str, str], quiet_for: float) -> list[Fi
     now = [1000.0]
     with tempfile.TemporaryDirectory(prefix="ncclsleuth-ruletest-") as d:
         for name, text in files.items():
-            with open(os.path.join(d, name), "w", encoding="utf-8") as f:
-                f.write(textwrap.dedent(text))
+            with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
+                fh.write(textwrap.dedent(text))
         w = Watcher([d], rules=[rule], clock=lambda: now[0])
         w.poll(force=True)
         now[0] += quiet_for

@@ -171,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
             from .report.redact import redact as do_redact
 
             report = do_redact(report)
-        opts = {"max_chars": max_chars} if max_chars is not None and fmt != "json" else {}
+        opts: dict[str, Any] = {"max_chars": max_chars} if max_chars is not None and fmt != "json" else {}
         return render(fmt, report, **opts)
 
 

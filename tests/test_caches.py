@@ -6,11 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
-from ncclsleuth.util.cache import cache_dir
 from ncclsleuth.parse.grammar import ShapeCache, TemplateStore
 from ncclsleuth.rules import loader as engine
-from ncclsleuth.util import yamldocs
 from ncclsleuth.rules.loader import default_rule_dir, load_rules
+from ncclsleuth.util import yamldocs
+from ncclsleuth.util.cache import cache_dir
 
 
 def _copy_pack(tmp_path: Path) -> Path:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from ncclsleuth.cli import main
 from ncclsleuth import api
+from ncclsleuth.cli import main
 from ncclsleuth.renderers.diff import render_markdown, render_terminal
-from ncclsleuth.report.diff import Run, compare
 from ncclsleuth.report import Report
+from ncclsleuth.report.diff import Run, compare
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = str(ROOT / "fixtures" / "diff" / "good")

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from _jobs import S3Store, make_job
 from click.testing import CliRunner
 
-from _jobs import S3Store, make_job
 from ncclsleuth.cli import main
 
 
@@ -92,8 +92,8 @@ def test_cluster_reading_s3_is_byte_identical(job, cluster, store):
 
 def test_results_merge_in_input_order_whatever_finishes_first(job, cluster, tmp_path):
     """A huge first file finishes last; the reorder buffer still hands files over in order."""
-    from ncclsleuth.parallel.cluster import DaskSource
     from ncclsleuth.ingest.sources import discover
+    from ncclsleuth.parallel.cluster import DaskSource
 
     path, _ = job
     big = tmp_path / "a-big.log"

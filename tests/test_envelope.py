@@ -5,8 +5,8 @@ Data: fixtures/parse/envelope_lines.yaml (line -> records from peel() and the ev
 from __future__ import annotations
 
 import pytest
-
 from _linecases import check, ident, load
+
 from ncclsleuth.parse.envelope import peel
 
 CASES = load("envelope_lines.yaml")

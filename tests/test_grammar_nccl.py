@@ -4,13 +4,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from _linecases import PARSE, check, ident, load, plain
+
 from ncclsleuth.events import REGISTRY
-from ncclsleuth.parse.grammar import ShapeCache
-from ncclsleuth.parse.build import ALIASES
 from ncclsleuth.ingest.decode import LineReader
 from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.build import ALIASES
+from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser
 
 GRAMMAR = PARSE.parent.parent / "ncclsleuth" / "parse" / "grammar"

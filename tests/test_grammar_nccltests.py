@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-
 from _linecases import check, ident, load
 
 CASES = load("nccltests_lines.yaml")

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _linecases import check, ident, load
+
 from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser
 

@@ -5,8 +5,8 @@ import pytest
 
 from ncclsleuth.model.facts import FACTS
 from ncclsleuth.model.facts.network import iface_problem
-from ncclsleuth.ruletests import model_of
 from ncclsleuth.model.topology import analyze_topology, check_ring
+from ncclsleuth.ruletests import model_of
 
 
 @pytest.mark.parametrize("name,addr,bad", [
@@ -111,3 +111,35 @@ def test_median_helper_matches_statistics():
         assert _median(iter(ints)) == statistics.median(ints)
     with pytest.raises(ValueError):
         _median([])
+
+
+def test_fact_records_carry_exactly_the_declared_fields(tmp_path):
+    """What each fact declares (its TypedDict) is what its records hold: the rule schema
+    checks ``where:`` keys and placeholders against it.  The rules' own fail snippets make
+    every fact produce records; the live one (watch only) comes from a watched job."""
+    from ncclsleuth.live import Watcher
+    from ncclsleuth.model.facts import SPECS
+    from ncclsleuth.rules.loader import load_rules
+    from ncclsleuth.rules.schema import facts_of
+
+    produced: set[str] = set()
+    rules, _ = load_rules()
+    for rule in rules:
+        for name in facts_of(rule.match) - {n for n, s in SPECS.items() if s.live}:
+            for t in (t for t in rule.tests if t.should_fire):
+                for rec in FACTS[name](model_of(t.log)):
+                    assert set(rec) == SPECS[name].fields, (name, rule.id, t.name)
+                    produced.add(name)
+    (tmp_path / "a.log").write_text("a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE\n")
+    (tmp_path / "b.log").write_text("b:2:2 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 - Init START\n")
+    now = [0.0]
+    w = Watcher([str(tmp_path)], rules=[], silence=10, clock=lambda: now[0])
+    w.poll()
+    now[0] = 60.0
+    from ncclsleuth.model.live import LiveView
+
+    w.model.live = LiveView(now[0], w.silence, w.units())
+    (rec,) = FACTS["silent_ranks"](w.model)
+    assert set(rec) == SPECS["silent_ranks"].fields and rec["host"] == "b" and rec["seconds"] == 60
+    produced.add("silent_ranks")
+    assert produced == set(SPECS), f"no rule test makes {sorted(set(SPECS) - produced)} produce a record"

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from ncclsleuth import api
-from ncclsleuth.parallel import local as P
 from ncclsleuth.ingest.sources import discover
+from ncclsleuth.parallel import local as P
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,10 +2,10 @@
 end up as 'text' or as 'nccl_other' without a catalog id must stay at or below 1 %."""
 from __future__ import annotations
 
-from ncclsleuth.parse.envelope import peel
-from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.ingest.decode import LineReader
 from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.envelope import peel
+from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser
 
 

@@ -8,11 +8,11 @@ import pytest
 
 import ncclsleuth.parallel.local as P
 from ncclsleuth import api
-from ncclsleuth.model.build import parse_one
 from ncclsleuth.ingest.blocks import BlockReader
-from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.ingest.decode import LineReader
 from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.model.build import parse_one
+from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser
 from ncclsleuth.renderers import render
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ncclsleuth.cli import main
 from ncclsleuth import api
-from ncclsleuth.report.redact import redact
+from ncclsleuth.cli import main
 from ncclsleuth.renderers import render
 from ncclsleuth.report import Evidence, Finding, Report
+from ncclsleuth.report.redact import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = [ROOT / "fixtures/report/horovod-584-lo-interface/log.txt", ROOT / "fixtures/report/roce-gid.log",

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from _jobs import S3Store, make_job
 from click.testing import CliRunner
 
-from _jobs import S3Store, make_job
 from ncclsleuth.cli import main
 from ncclsleuth.ingest.remote import is_url, local_path, url_protocol
 

@@ -114,3 +114,50 @@ def test_explains_accounts_for_consequences_only_when_the_rule_fires(tmp_path):
     alone = [f for f in report.findings if str(tmp_path / "listen.log") in f.explained_lines()]
     assert [(f.rule_id, f.category) for f in alone] == [("MSG020", "rendezvous_misconfig")]
     assert report.unexplained_total == 0
+
+
+FACT_RULE = GOOD.replace("""match:
+  event: nccl_other
+  where:
+    message: {regex: "hello"}
+message: m""", """match:
+  fact: bad_interface
+  where:
+    where: bootstrap
+message: "{host} bootstraps over {iface} ({reason})" """)
+
+
+@pytest.mark.parametrize("change,key,says", [
+    (("fact: bad_interface", "fact: bad_interfaces"), "match.fact", "unknown fact 'bad_interfaces'"),
+    (("    where: bootstrap", "    whence: bootstrap"), "match.where.whence", "'bad_interface' has no field 'whence'"),
+    (("({reason})", "({reson})"), "message", "placeholder {reson}: no matched event or fact has a field"),
+    (("({reason})", "({boot.reason})"), "message", "placeholder {boot.reason}: no condition is named 'boot'"),
+])
+def test_fact_rules_are_checked_against_the_fact_declaration(tmp_path, change, key, says):
+    """A fact declares the fields of its records: unknown facts, where keys and placeholders
+    are load-time rule errors naming the key (not a KeyError, or "?" in a message, later)."""
+    write(tmp_path, "USR001.yaml", FACT_RULE)
+    load_rules([tmp_path / "rules"])  # the unchanged rule is fine
+    d = write(tmp_path, "USR001.yaml", FACT_RULE.replace(*change))
+    with pytest.raises(RuleError) as exc:
+        load_rules([d])
+    assert exc.value.key == key and says in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("change,key,says", [
+    (("event: nccl_other", "event: nccl_others"), "match.event", "unknown event kind 'nccl_others'"),
+    (("    message: {regex:", "    mesage: {regex:"), "match.where.mesage", "'nccl_other' has no field 'mesage'"),
+    (("message: m", "message: '{catalog}'"), "message", "placeholder {catalog}"),
+])
+def test_event_rules_are_checked_against_the_event_fields(tmp_path, change, key, says):
+    d = write(tmp_path, "USR001.yaml", GOOD.replace(*change))
+    with pytest.raises(RuleError) as exc:
+        load_rules([d])
+    assert exc.value.key == key and says in str(exc.value), str(exc.value)
+
+
+def test_named_items_and_counts_are_placeholders_too(tmp_path):
+    d = write(tmp_path, "USR001.yaml", GOOD.replace("message: m", "message: '{count} x {first.subsys} on {hosts}'")
+              .replace("  event: nccl_other\n", "  event: nccl_other\n  as: first\n"))
+    (rule,), _ = load_rules([d])
+    assert rule.message.startswith("{count}")

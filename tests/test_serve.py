@@ -161,3 +161,24 @@ def test_binds_loopback_by_default() -> None:
         assert srv.server_address[0] == "127.0.0.1"
     finally:
         srv.shutdown_all()
+
+
+def test_serve_prints_the_address_it_listens_on_also_when_the_host_is_bytes(monkeypatch) -> None:
+    """socketserver types a bound host as str | bytes: the line must not say http://b'...'."""
+    from click.testing import CliRunner
+
+    from ncclsleuth.cli import main
+
+    class Fake:
+        server_address = (b"127.0.0.1", 8123)
+
+        def serve_forever(self) -> None:
+            raise KeyboardInterrupt
+
+        def shutdown_all(self) -> None:
+            pass
+
+    monkeypatch.setattr(serve, "make_server", lambda *a, **k: Fake())
+    res = CliRunner().invoke(main, ["serve", "--port", "8123"])
+    assert res.exit_code == 0, res.output
+    assert "serving on http://127.0.0.1:8123 (POST /analyze" in res.output and "b'" not in res.output

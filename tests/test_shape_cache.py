@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from _linecases import PARSE, load
 from conftest import CORPUS
-from ncclsleuth.parse.grammar import ShapeCache
+
 from ncclsleuth.ingest.decode import LineReader
 from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser
 
 FIXTURE_LOGS = sorted((PARSE.parent / "corpus").glob("*/log.txt"))

@@ -7,7 +7,6 @@ to the finding (must be under 2 s).
 """
 from __future__ import annotations
 
-
 import json
 import os
 import queue
@@ -18,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
+from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 from click.testing import CliRunner
 
 from ncclsleuth.cli import main
 from ncclsleuth.live import Watcher, parse_duration
 from ncclsleuth.model.live import rank_ranges
-from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 LATENCY_S = 2.0

@@ -6,16 +6,15 @@ checks that exact rank, host and sequence number.
 """
 from __future__ import annotations
 
-
 import json
 from pathlib import Path
 
 import pytest
+from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
 from click.testing import CliRunner
 
-from ncclsleuth.cli import main
 from ncclsleuth.api import analyze
-from _jobs import generator  # the shared bench/generate.py loader (tests/_jobs.py)
+from ncclsleuth.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

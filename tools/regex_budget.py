@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:  # Python 3.11+
-    import re._parser as _sre  # type: ignore[import-not-found]
     import re._constants as _C  # type: ignore[import-not-found]
+    import re._parser as _sre  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - older Pythons
     import sre_constants as _C  # type: ignore[no-redef]
     import sre_parse as _sre  # type: ignore[no-redef]

@@ -8,8 +8,19 @@ import click
 from ..renderers import RENDERERS, render
 from ..util.gcpause import paused
 from . import allow_fast_exit, guard, main
-from .options import (echo_notices, engine_options, exit_for, fail_on_option, no_color_option, options_for,
-                      redact_option, require_read, rule_options, scheduler_option, user_errors)
+from .options import (
+    echo_notices,
+    engine_options,
+    exit_for,
+    fail_on_option,
+    no_color_option,
+    options_for,
+    redact_option,
+    require_read,
+    rule_options,
+    scheduler_option,
+    user_errors,
+)
 
 
 @main.command()

@@ -6,8 +6,17 @@ from pathlib import Path
 import click
 
 from . import guard, main
-from .options import (echo_notices, engine_options, exit_for, fail_on_option, options_for, redact_option,
-                      require_read, rule_options, user_errors)
+from .options import (
+    echo_notices,
+    engine_options,
+    exit_for,
+    fail_on_option,
+    options_for,
+    redact_option,
+    require_read,
+    rule_options,
+    user_errors,
+)
 
 
 @main.command("report")

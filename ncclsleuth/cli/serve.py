@@ -1,12 +1,14 @@
 """``ncclsleuth serve``: the analyzer over HTTP (:mod:`ncclsleuth.serve`)."""
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from . import guard, main
 
 
-def listen_url(address: tuple[str | bytes, int] | tuple[str | bytes, int, int, int]) -> str:
+def listen_url(address: tuple[Any, ...]) -> str:
     """``http://host:port`` of a bound server address (a host given as bytes is decoded)."""
     host, port = address[0], address[1]
     if isinstance(host, bytes):

@@ -2,26 +2,42 @@
 
 Every event carries its origin (file, line) so a finding can quote it as evidence,
 plus whatever the line's envelope told us (host, pid, tid, device, launcher rank,
-timestamp).  The typed fields come from the grammar (`ncclsleuth/grammar`).
+timestamp).  The typed fields come from the grammar (``ncclsleuth/parse/grammar``).
 
 Events are slotted classes: a 10,000-rank job produces millions of them and they
 must be cheap.  They are immutable by convention, not at run time: nothing changes an
 event after the parser builds it, and a frozen dataclass's ``__init__`` (one
 ``object.__setattr__`` per field) cost 1.66 us an event against 0.47 us.  They are
-not dataclasses either: ``@dataclass`` on ~75 classes took 27 ms of every start-up
-(one compile per generated method, ``inspect.signature`` for each missing docstring).
-:class:`_EventMeta` builds the same slotted class with the same keyword/positional
-``__init__``, compiled the first time a kind is built (a run meets a few dozen kinds).
-Value types (interfaces, IB devices, tree edges) stay frozen dataclasses: they compare
-and hash by value.  ``to_dict()`` returns builtins only, so JSON output and the
-per-file results shipped between processes never depend on these classes.
+not dataclasses either: ``@dataclass(slots=True)`` on the 71 kinds took 37 ms of every
+start-up (one compile per generated method and a second class per kind), against ~10 ms
+for the whole module as it is.  :class:`_EventMeta` builds the same slotted class with
+the ``__init__`` a dataclass would have (positional or keyword, defaults as declared),
+compiled the first time a kind is built (a run meets a few dozen kinds) and kept in
+the code store.  The metaclass is declared with ``typing.dataclass_transform``, so type
+checkers see each kind as the dataclass it behaves as and check every constructor call
+(``tests/test_events.py`` checks the runtime signature against that view).
+
+A field may not shadow an attribute of the base (``is_problem``, ``to_dict``, ...): the
+class is refused when it is created.  Value types (interfaces, IB devices, tree edges)
+stay frozen dataclasses: they compare and hash by value.  ``to_dict()`` returns builtins
+only, so JSON output and the per-file results shipped between processes never depend on
+these classes.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import sys
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..util.cache import CODE
+
+if TYPE_CHECKING:  # typing's own from Python 3.11; type checkers know it for 3.10 too
+    from typing_extensions import dataclass_transform
+elif sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10: the decorator only informs type checkers
+    def dataclass_transform(**_: Any) -> Any:
+        return lambda obj: obj
 
 #: Event kinds that represent a problem line: each must be explained or listed.
 ERROR_KINDS: set[str] = set()
@@ -49,6 +65,7 @@ def _compile_init(cls: type) -> Any:
     return init
 
 
+@dataclass_transform(eq_default=False)
 class _EventMeta(type):
     """Builds each event class with ``__slots__`` for its own annotated fields (ClassVars
     excepted), at class creation: one class per event kind, not a class and a slotted copy.

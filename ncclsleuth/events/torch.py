@@ -83,7 +83,9 @@ class NcclErrorClass(Event):
 
 @ev("store_error", error=True)
 class StoreError(Event):
-    what: str = ""  # connect_timeout | connect_failed | resolve_failed | socket_timeout | wait_timeout | barrier_timeout | recv_failed | not_listening
+    #: connect_timeout | connect_failed | resolve_failed | socket_timeout | wait_timeout | barrier_timeout |
+    #: recv_failed | not_listening | uniqueid
+    what: str = ""
     peer_host: str | None = None
     port: int | None = None
     detail: str = ""

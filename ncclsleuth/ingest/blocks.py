@@ -75,7 +75,7 @@ class BlockReader:
 
     def _blocks(self, raw) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
         if not hasattr(raw, "peek"):  # a pipe or object that cannot peek: buffer it to sniff its start
-            raw = io.BufferedReader(raw, buffer_size=1 << 16)  # type: ignore[arg-type]
+            raw = io.BufferedReader(raw, buffer_size=1 << 16)
         peek = raw.peek(_SNIFF)[:_SNIFF]
         stream, codec = decompress(raw, peek)
         head = stream.peek(_SNIFF)[:_SNIFF] if codec and hasattr(stream, "peek") else peek

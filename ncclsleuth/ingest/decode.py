@@ -30,7 +30,7 @@ def open_binary(inp: InputFile) -> BinaryIO:
         return sys.stdin.buffer
     opener = getattr(inp, "open", None)  # inputs that open themselves (remote objects, bytes in memory)
     if opener is not None:
-        return opener()  # type: ignore[no-any-return]
+        return opener()
     return open(inp.path, "rb")  # noqa: SIM115 - closed by the caller
 
 
@@ -158,13 +158,13 @@ class LineReader:
 
     def _read(self, raw: BinaryIO) -> Iterator[tuple[int, str]]:
         if not hasattr(raw, "peek"):  # pipes in tests, remote objects: buffer them to sniff the head
-            raw = io.BufferedReader(_RawAdapter(raw), 1 << 16)  # type: ignore[assignment]
-        peek = raw.peek(_SNIFF)[:_SNIFF]  # type: ignore[attr-defined]
+            raw = io.BufferedReader(_RawAdapter(raw), 1 << 16)
+        peek = raw.peek(_SNIFF)[:_SNIFF]
         if len(peek) < _SNIFF and peek:  # peek returns what one read gave; top it up
-            peek = raw.peek(_SNIFF)[:_SNIFF]  # type: ignore[attr-defined]
+            peek = raw.peek(_SNIFF)[:_SNIFF]
         stream, codec = decompress(raw, peek)
         if codec:
-            head = stream.peek(_SNIFF)[:_SNIFF] if hasattr(stream, "peek") else b""  # type: ignore[attr-defined]
+            head = stream.peek(_SNIFF)[:_SNIFF] if hasattr(stream, "peek") else b""
         else:
             head = peek
         if not head:

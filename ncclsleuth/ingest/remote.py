@@ -112,8 +112,8 @@ class RemoteInputFile(InputFile):
         except Exception as exc:  # noqa: BLE001 - store clients raise their own error types
             raise OSError(f"{type(exc).__name__}: {exc}") from None
         if hasattr(raw, "peek"):
-            return raw  # type: ignore[no-any-return]
-        return io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[arg-type]
+            return raw
+        return io.BufferedReader(raw, buffer_size=1 << 20)
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,8 @@ class LazyDiscovery:
             self.notices.append(Notice(url, "folder holds no readable log files"))
 
     def _walk(self, fs, root: str, url: str) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[no-untyped-def]
-        """Top-down, sorted like ``os.walk`` in :func:`ingest.sources.discover`: a folder's files, then its sub-folders."""
+        """Top-down, sorted like ``os.walk`` in :func:`ingest.sources.discover`: a folder's files,
+        then its sub-folders."""
         try:
             for dirpath, dirs, files in fs.walk(root, detail=True):
                 order = sorted(dirs.items())
@@ -212,8 +213,8 @@ class LazyDiscovery:
         except Exception as exc:  # noqa: BLE001
             self.notices.append(Notice(url, f"listing stopped: {type(exc).__name__}: {exc}"))
 
-    def _make(self, fs, key: str, meta: dict[str, Any], protocol: str, opts: dict[str, Any],
-              seen: set[str]) -> InputFile | None:  # type: ignore[no-untyped-def]
+    def _make(self, fs: Any, key: str, meta: dict[str, Any], protocol: str, opts: dict[str, Any],
+              seen: set[str]) -> InputFile | None:
         full = key if url_protocol(key) else str(fs.unstrip_protocol(key))
         if full in seen:
             return None

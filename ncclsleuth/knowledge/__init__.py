@@ -67,6 +67,11 @@ def norm_file(path: str) -> str:
     return path[4:] if path.startswith("src/") else path
 
 
+def _flat(v: Any) -> str:
+    """A folded YAML text as one line."""
+    return " ".join(str(v or "").split())
+
+
 def _cats(v: Any) -> tuple[str, ...]:
     if v is None:
         return ()
@@ -121,9 +126,9 @@ class KnowledgeBase:
                 break
         return Meaning(id=key, source=entry["source"], format=entry.get("format", ""),
                        function=entry.get("function", ""), subsystem=entry.get("subsystem", ""),
-                       role=fields["role"], categories=_cats(fields["category"]), severity=fields["severity"],
-                       meaning=" ".join(str(fields["meaning"]).split()), why=" ".join(str(entry.get("why", "")).split()),
-                       fix=str(fields["fix"] or "").strip(), ref=" ".join(str(entry.get("ref", "")).split()),
+                       role=str(fields["role"]), categories=_cats(fields["category"]),
+                       severity=str(fields["severity"]), meaning=_flat(fields["meaning"]), why=_flat(entry.get("why")),
+                       fix=str(fields["fix"] or "").strip(), ref=_flat(entry.get("ref")),
                        files=tuple(entry.get("files") or ()))
 
     def _holds(self, when: dict[str, Any], file: str | None, message: str, phase: str | None) -> bool:

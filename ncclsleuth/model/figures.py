@@ -61,14 +61,15 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
             "truncated": bool(c.ring_truncated),
         })
     init: list[dict[str, Any]] = []
-    timed = [c for c in comms if any(st.timings or (st.start and st.complete) for st in c.ranks.values())]
+    timed = [c for c in comms if any(st.timings is not None or (st.start is not None and st.complete is not None)
+                                     for st in c.ranks.values())]
     if timed:
         c = timed[0]
-        rows = []
+        rows: list[dict[str, Any]] = []
         for r, st in sorted(c.ranks.items()):
             t0 = _ts_seconds(st.start.ts) if st.start else None
             t1 = _ts_seconds(st.complete.ts) if st.complete else None
-            phases = [[name, float(v)] for name, v in (st.timings.phases if st.timings else ())]
+            phases: list[list[Any]] = [[name, float(v)] for name, v in (st.timings.phases if st.timings else ())]
             row: dict[str, Any] = {"comm": c.key, "rank": r, "host": st.host, "phases": phases,
                                    "offset": None, "duration": None, "source": None}
             if t0 is not None and t1 is not None and t1 >= t0:
@@ -78,10 +79,10 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
             elif st.timings is not None and st.timings.total is not None:
                 row.update(offset=0.0, duration=float(st.timings.total), source="timings")
             rows.append(row)
-        starts = [r["offset"] for r in rows if r["source"] == "timestamps"]
+        starts = [row["offset"] for row in rows if row["source"] == "timestamps"]
         base = min(starts) if starts else 0.0
-        for r in rows:
-            if r["source"] == "timestamps":
-                r["offset"] = round(r["offset"] - base, 6)
+        for row in rows:
+            if row["source"] == "timestamps":
+                row["offset"] = round(row["offset"] - base, 6)
         init = rows
     return {"comms": out_comms, "init": init}

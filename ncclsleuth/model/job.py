@@ -248,7 +248,7 @@ def _via(via: str) -> tuple[str, str | None, bool]:
 
 
 
-def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:  # type: ignore[override]
+def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:
     if p is None:
         m.versions_unattached.append(ev)
         return

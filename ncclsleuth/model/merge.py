@@ -8,7 +8,6 @@ from __future__ import annotations
 from .job import KEEP_PER_KIND, STEP_SAMPLES, Comm, JobModel, Process
 
 
-
 def merge(into: JobModel, other: JobModel) -> None:
     """Fold a per-file model into the job model (files merged in input order).
 
@@ -35,20 +34,20 @@ def merge(into: JobModel, other: JobModel) -> None:
             into.processes[key] = p
         else:
             _merge_process(mine, p)
-    for key, c in other.comms.items():
-        mine_c = into.comms.get(key)
+    for comm_key, c in other.comms.items():
+        mine_c = into.comms.get(comm_key)
         if mine_c is None:
-            into.comms[key] = c
+            into.comms[comm_key] = c
         else:
             _merge_comm(mine_c, c)
     into.versions_unattached.extend(other.versions_unattached)
     into.failure_blocks.extend(other.failure_blocks)
     room = KEEP_PER_KIND - len(into.nccltests_rows)
     into.nccltests_rows.extend(other.nccltests_rows[:max(room, 0)])
-    for key, times in other.step_times.items():
-        mine_t = into.step_times.setdefault(key, [])
+    for step_key, times in other.step_times.items():
+        mine_t = into.step_times.setdefault(step_key, [])
         mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
-        into.step_evidence.setdefault(key, other.step_evidence[key])
+        into.step_evidence.setdefault(step_key, other.step_evidence[step_key])
 
 
 def _merge_process(a: Process, b: Process) -> None:

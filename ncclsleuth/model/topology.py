@@ -42,7 +42,7 @@ def build(c: Comm) -> CommTopology:
     """The graph of one communicator: ring edges, tree edges, and connection hops."""
     import networkx as nx
 
-    g = nx.MultiDiGraph(comm=c.key)
+    g: nx.MultiDiGraph[int] = nx.MultiDiGraph(comm=c.key)
     hosts = comm_rank_hosts(c)
     for r in range(c.nranks or 0):
         g.add_node(r, host=hosts.get(r, ""))
@@ -58,7 +58,7 @@ def build(c: Comm) -> CommTopology:
         for e in edges:
             if e.up >= 0:
                 g.add_edge(e.me, e.up, kind="tree", channel=ch)
-    for (src, dst), (label, net, gdr, n) in sorted(c.hops.items()):
+    for (src, dst), (label, _net, gdr, n) in sorted(c.hops.items()):
         g.add_edge(src, dst, kind="conn", transport=label, gdr=bool(gdr), channels=n)
         t.hops[label] = t.hops.get(label, 0) + 1
         same_host = hosts.get(src) is not None and hosts.get(src) == hosts.get(dst)
@@ -90,7 +90,7 @@ def export(t: CommTopology, path: str) -> None:
     """GraphML (``.graphml``) or Graphviz DOT (anything else)."""
     import networkx as nx
 
-    g = nx.DiGraph()
+    g: nx.DiGraph[int] = nx.DiGraph()
     for n, d in t.graph.nodes(data=True):
         g.add_node(n, **d)
     for a, b, d in t.graph.edges(data=True):

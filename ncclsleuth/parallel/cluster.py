@@ -182,8 +182,9 @@ class DaskSource:
                       "max_buffered": buffered}
 
 
-def dask_engine(scheduler: str, storage_options: dict[str, Any] | None = None,
-                batch_files: int = BATCH_FILES, on_progress=None):  # type: ignore[no-untyped-def]
+def dask_engine(scheduler: str, storage_options: dict[str, Any] | None = None, batch_files: int = BATCH_FILES,
+                on_progress: Callable[[int, int, float], None] | None = None
+                ) -> Callable[[list[str], bool], DaskSource]:
     """An ``engine`` for :func:`ncclsleuth.api.build_model` that runs on a Dask cluster."""
     require_dask()
     parse_scheduler(scheduler)

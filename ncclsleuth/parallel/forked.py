@@ -185,7 +185,7 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
     inbox = _Inbox([])
     finished = False
     try:
-        fds = []
+        fds: list[int] = []
         for _ in range(workers):
             r, w = os.pipe()
             try:

@@ -126,7 +126,7 @@ def ibdev(tok: str) -> list[E.IbDev]:
     if "={" in tok:
         outer = _int(tok[1:tok.index("]")])
         inner = tok[tok.index("{") + 1: tok.rindex("}") if "}" in tok else len(tok)]
-        out = []
+        out: list[E.IbDev] = []
         for part in inner.split(","):
             out.extend(dataclasses.replace(d, idx=outer) for d in ibdev(part.strip().replace("] ", "]", 1)))
         return out
@@ -578,7 +578,7 @@ def _converters(cls: type[E.Event]) -> tuple[tuple[str, Any], ...]:
     """
     conv = _CONVERTERS.get(cls)
     if conv is None:
-        out = []
+        out: list[tuple[str, Any]] = []
         for name, annotation in cls.FIELD_TYPES.items():
             if name in E.Event.FIELD_TYPES or name.startswith("_"):
                 continue

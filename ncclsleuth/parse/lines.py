@@ -16,11 +16,10 @@ from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
-from . import grammar
+from .anchors import PREFILTER, STEP_START, anchor_starts
 from .build import build
 from .envelope import Record, peel
-from .anchors import PREFILTER, STEP_START, anchor_starts
-from .grammar import ShapeCache, Template, fixed_fill, fixed_key, has_hex, split_line
+from .grammar import ShapeCache
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -35,7 +34,7 @@ _PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
                         if "pg" in c.FIELD_TYPES)
 _TB_START = "Traceback (most recent call last):"
 _MISS = object()
-#: what ``_templated`` returns for a line handed to the sink's ``add_conn``
+#: what ``_from_raw`` returns for a line handed to the sink's ``add_conn``
 _FOLDED: Any = object()
 
 
@@ -45,8 +44,6 @@ class Sink(Protocol):
     def add(self, ev: E.Event) -> None: ...
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
-#: rules whose events depend on parser state (never rebuilt from a line template)
-_STATEFUL_RULES = frozenset({"failure_block_head", "failure_field", "exception"})
 _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
@@ -94,10 +91,8 @@ class FileParser:
         self.sink = sink
         self._step_counts: dict[int | None, int] = {}
         self._steps_done = False
-        #: line shape -> Template (analyze only: parse keeps the full envelope path)
-        self._lines: dict[str, Template | None] | None = None if keep_text else self.cache.line_templates
-        self._fixed: dict[bytes, Any] = self.cache.fixed_templates
-        self._fixed_seen: dict[bytes, int] = self.cache.fixed_seen
+        #: whole-line templates for plain NCCL INFO lines (analyze only: parse keeps the full envelope path)
+        self._templates = not keep_text
         self._tests = False
         self.stats = ParseStats()
         self._tb: dict[int | None, _Tb] = {}
@@ -229,9 +224,10 @@ class FileParser:
         return []
 
     def _record_line(self, lineno: int, text: str) -> list[E.Event]:
-        if self._lines is not None and " NCCL INFO " in text:
-            ev = self._templated(lineno, text)
-            if ev is not None:
+        if self._templates and " NCCL INFO " in text:  # plain NCCL INFO lines: from the line's template
+            hit = self.cache.line_fields(text)
+            ev = self._from_raw(lineno, text, hit[0], hit[1]) if hit is not None else None
+            if ev is not None:  # None: no template, or not a kind of its own (through the envelope below)
                 return [ev] if ev is not _FOLDED else []
         if not text.strip():
             return []
@@ -249,47 +245,6 @@ class FileParser:
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
         return out
-
-    def _templated(self, lineno: int, text: str) -> E.Event | None:
-        """Fast path for plain NCCL INFO lines: rebuild from the line shape's template.
-
-        Two levels: a position-exact key (bytes.translate, ~0.2 us) whose fill is plain
-        slices, then the value-run split (~4 us) whose fill concatenates runs.
-        """
-        ascii_line = text.isascii()
-        if ascii_line:
-            fkey = fixed_key(text)
-            hit = self._fixed.get(fkey)
-            if hit is not None:
-                rule, fill = hit
-                return self._from_raw(lineno, text, rule, fill(text))
-        parts, key = split_line(text)
-        tpl = self._lines.get(key, _MISS)  # type: ignore[union-attr]
-        if tpl is _MISS:
-            tpl = self.cache.line_template(text, parts, key) if self.cache.enabled else None
-            if tpl is not None and (tpl.kind in _STATEFUL_RULES or tpl.kind.startswith("ws_")):
-                tpl = None
-            if len(self._lines) < 50_000:  # type: ignore[arg-type]
-                self._lines[key] = tpl  # type: ignore[index]
-        if tpl is None:
-            return None
-        if ascii_line and key not in self.cache.no_fixed:
-            self._learn_fixed(fkey, key, tpl, parts)
-        return self._from_raw(lineno, text, tpl.kind, tpl.fill(parts))
-
-    def _learn_fixed(self, fkey: bytes, key: str, tpl: Template, parts: list[str]) -> None:
-        """Count a position-exact shape's lines; at the ``COMPILE_AFTER``-th, compile its
-        fill (most such shapes are met a handful of times: see grammar.Template)."""
-        if has_hex(parts):  # pointers differ on every line: no reuse to gain (asked once per shape)
-            if len(self.cache.no_fixed) < 50_000:
-                self.cache.no_fixed.add(key)
-            return
-        seen = self._fixed_seen.get(fkey, 0) + 1
-        if seen >= grammar.COMPILE_AFTER and len(self._fixed) < 100_000:
-            self._fixed[fkey] = (tpl.kind, fixed_fill(tpl, parts))
-            self._fixed_seen.pop(fkey, None)
-        elif len(self._fixed_seen) < 100_000:
-            self._fixed_seen[fkey] = seen
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
         """The event of a templated line (``_FOLDED`` when the connection sink took it)."""
@@ -435,7 +390,7 @@ class FileParser:
         return self._make(cls, rec, lineno, text, fields)
 
     # ------------------------------------------------------------------ construction
-    def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict) -> E.Event:  # type: ignore[type-arg]
+    def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict[str, Any]) -> E.Event:
         if rec.pg is not None and cls in _PG_CLASSES:
             fields.setdefault("pg", rec.pg)
             if rec.pg_rank is not None and "pg_rank" in cls.FIELD_TYPES:

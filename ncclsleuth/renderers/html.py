@@ -167,7 +167,7 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
     rank_host = {int(k): v for k, v in (comm.get("rank_host") or {}).items()}
     hops = list(comm.get("hops") or [])
     if not hops and rings:
-        for ch, o in rings:
+        for _ch, o in rings:
             hops += [{"src": a, "dst": b, "transport": None, "channels": 1} for a, b in zip(o, list(o[1:]) + list(o[:1]))]
     cx = cy = size / 2
     radius = size / 2 - 110

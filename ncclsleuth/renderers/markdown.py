@@ -97,7 +97,8 @@ def _verdict_md(report: Any) -> str:
     if v is None:
         return "\u2705 **OK** — no problem found in these logs."
     loc = where(v)
-    head = f"{_SEV_ICON.get(v.severity, '')} **{v.severity.upper()} · {v.category}" + (f" · {loc}" if loc else "") + "**"
+    head = (f"{_SEV_ICON.get(v.severity, '')} **{v.severity.upper()} · {v.category}" + (f" · {loc}" if loc else "")
+            + "**")
     return f"{head.strip()} — {verdict_sentence(report)}"
 
 
@@ -207,7 +208,7 @@ def mermaid_ring(comm: dict[str, Any], highlight_hosts: set[str], highlight_rank
     else:  # group consecutive ranks of one host
         groups = host_runs(order, rank_host)
         for i, (h, rs) in enumerate(groups):
-            inner = {hops.get((a, b)) for a, b in zip(rs, rs[1:])} - {None}
+            inner = {hop for a, b in zip(rs, rs[1:]) if (hop := hops.get((a, b))) is not None}
             span = f"{rs[0]}–{rs[-1]}" if len(rs) > 1 else str(rs[0])
             label = f"{_mid(h)}<br/>ranks {span}" + (f"<br/>{_mid('/'.join(sorted(inner)))}" if inner else "")
             out.append(f'  g{i}["{label}"]')

@@ -40,8 +40,8 @@ def _context(text: str) -> dict[str, Any]:
 def _finding(i: int, f: Any) -> dict[str, Any]:
     lines = [f"*{i}. [{esc(f.rule_id)}] {esc(f.title)}*",
              f"_{esc(f.severity)} · {esc(f.category)} · confidence {f.confidence:.2f}"
-             + (f" · {esc(where(f))}" if where(f) else "") + (f" · symptom of {esc(f.caused_by)}" if f.caused_by else "")
-             + "_"]
+             + (f" · {esc(where(f))}" if where(f) else "")
+             + (f" · symptom of {esc(f.caused_by)}" if f.caused_by else "") + "_"]
     msg = first_sentence(f.message, 400)
     if msg and msg != f.title:
         lines.append(esc(msg))

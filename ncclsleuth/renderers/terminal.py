@@ -72,7 +72,8 @@ def _summary(con: Console, s: dict[str, Any]) -> None:
     if s.get("ib_devices"):
         t.add_row("IB devices", ", ".join(s["ib_devices"][:8]))
     for c in (s.get("communicators") or [])[:4]:
-        t.add_row("comm " + str(c["comm"])[:18], f"{c['ranks_seen']}/{c['nranks']} ranks, "
-                  f"{c['init_complete']} init complete" + (f", init {c['init_max_s']} s" if c.get("init_max_s") else ""))
+        init = f", init {c['init_max_s']} s" if c.get("init_max_s") else ""
+        t.add_row("comm " + str(c["comm"])[:18],
+                  f"{c['ranks_seen']}/{c['nranks']} ranks, {c['init_complete']} init complete{init}")
     con.print()
     con.print(t)

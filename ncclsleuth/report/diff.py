@@ -124,6 +124,10 @@ def _gdr(p: Any) -> str | None:
     return "off" if not p.gdr_conns else "partial"
 
 
+def _env(name: str) -> Callable[[Any], str | None]:
+    return lambda p: p.env.get(name)
+
+
 def run_facts(model: Any) -> tuple[dict[str, tuple[str, dict[str, list[str]]]], dict[str, float]]:
     """(facts, numbers) of one run: facts compare as sets of values, numbers as magnitudes."""
     facts: dict[str, tuple[str, dict[str, list[str]]]] = {}
@@ -142,7 +146,7 @@ def run_facts(model: Any) -> tuple[dict[str, tuple[str, dict[str, list[str]]]], 
     put("CUDA version", "version", cuda)
     names = sorted({k for p in model.processes.values() for k in p.env})
     for name in names:
-        put("env:" + name, "env", _by_value(model, lambda p, n=name: p.env.get(n)))
+        put("env:" + name, "env", _by_value(model, _env(name)))
     put("bootstrap interface", "interface", _by_value(model, lambda p: _ifaces(p.bootstrap)))
     put("socket interfaces", "interface", _by_value(model, lambda p: _ifaces(p.socket_ifaces)))
     put("network", "network", _by_value(model, lambda p: p.network or ("IB (no device)" if p.ib_none else None)))
@@ -230,6 +234,7 @@ def compare(good: Run, bad: Run) -> list[Change]:
 
     def add(key: str, area: str, gv: str, bv: str, detail: dict[str, Any]) -> None:
         ptr = _pointer(key, bad)
+        score: float
         if ptr is not None:
             i, f, j = ptr
             score = 1000 - 100 * i - j

@@ -8,6 +8,7 @@ matched item (``{field}``), a named one (``{name.field}``) or the counts
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +17,6 @@ from ..model.job import JobModel
 from .schema import CATEGORIES, Rule, Severity
 
 _TEMPLATE = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
-#: placeholders every finding can fill, besides the matched items' fields
-EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks"})
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class Finding:
         return {f: sorted(v) for f, v in sorted(out.items())}
 
 
-def finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, Any]],
+def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, Mapping[str, Any]],
              model: JobModel) -> tuple[Finding, tuple[Any, ...]]:
     evs: dict[tuple[str, int], Event] = {}
     for it in items:
@@ -89,6 +88,7 @@ def finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, 
     primary = items[0] if items else {}
     # events beyond KEEP_PER_KIND of a kind are counted, not kept: say "at least" then
     capped = any(model.folded.get(k) for k in {ev.kind for ev in ordered})
+    # the placeholders besides the items' fields (schema.EXTRA_PLACEHOLDERS: the rule schema checks them)
     extra = {"count": f"{len(items)}+" if capped else len(items), "hosts": ", ".join(hosts[:8]) or "?",
              "nhosts": len(hosts),
              "ranks": ", ".join(map(str, ranks[:16])) or "?"}
@@ -112,7 +112,8 @@ def finding(rule: Rule, items: list[dict[str, Any]], named: dict[str, dict[str, 
     return f, first
 
 
-def _fill(tpl: str, primary: dict[str, Any], named: dict[str, dict[str, Any]], extra: dict[str, Any]) -> str:
+def _fill(tpl: str, primary: Mapping[str, Any], named: Mapping[str, Mapping[str, Any]],
+          extra: Mapping[str, Any]) -> str:
     def sub(m: re.Match[str]) -> str:
         a, b = m.group(1), m.group(2)
         if b is not None:

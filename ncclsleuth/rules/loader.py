@@ -22,7 +22,8 @@ def default_rule_dir() -> Path:
     return here.parent.parent / "rules"
 
 
-def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = False) -> tuple[list[Rule], list[RuleError]]:
+def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = False
+               ) -> tuple[list[Rule], list[RuleError]]:
     """Every ``*.yaml`` under the given folders (default: the shipped pack), sorted by id.
 
     A malformed file raises :class:`RuleError` unless ``keep_going``, in which case the

@@ -9,6 +9,7 @@ message template is filled from.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -23,8 +24,8 @@ class Match:
     """The outcome of a condition: whether it holds, and the items that made it hold."""
 
     ok: bool
-    items: list[dict[str, Any]] = field(default_factory=list)
-    named: dict[str, dict[str, Any]] = field(default_factory=dict)
+    items: list[Mapping[str, Any]] = field(default_factory=list)
+    named: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class Context:
@@ -32,9 +33,9 @@ class Context:
 
     def __init__(self, model: JobModel) -> None:
         self.model = model
-        self._facts: dict[str, list[dict[str, Any]]] = {}
+        self._facts: dict[str, Sequence[Mapping[str, Any]]] = {}
 
-    def fact(self, name: str) -> list[dict[str, Any]]:
+    def fact(self, name: str) -> Sequence[Mapping[str, Any]]:
         if name not in self._facts:
             fn = FACTS.get(name)
             if fn is None:
@@ -43,7 +44,7 @@ class Context:
         return self._facts[name]
 
     def events(self, kind: str) -> list[Event]:
-        return self.model.events.get(kind, [])  # type: ignore[return-value]
+        return self.model.events.get(kind, [])
 
 
 def _event_item(ev: Event) -> dict[str, Any]:
@@ -87,6 +88,7 @@ def _merge(res: list[Match]) -> Match:
 
 
 def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
+    pool: list[Any]  # events, or fact records
     if "event" in cond:
         kinds = cond["event"] if isinstance(cond["event"], list) else [cond["event"]]
         pool = [it for k in kinds for it in ctx.events(k)]
@@ -102,7 +104,7 @@ def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
     if items and isinstance(items[0], Event):
         # predicates read event attributes directly; dicts only for what a finding shows:
         # the full fields of the first match (message template), the line of the others
-        items = [_event_item(items[0])] + [_light_item(ev) for ev in items[1:]]  # type: ignore[arg-type]
+        items = [_event_item(items[0])] + [_light_item(ev) for ev in items[1:]]
     cnt = cond.get("count") or {"ge": 1}
     ok = all(_cmp(len(items), op, v) for op, v in cnt.items())
     if not ok:

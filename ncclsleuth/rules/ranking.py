@@ -11,6 +11,7 @@ explains, so a line is diagnosed once, by the most specific rule that knows it.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model.job import JobModel
@@ -49,14 +50,14 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) ->
     return [f for _, f, _ in fired]
 
 
-def _groups(rule: Rule, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _groups(rule: Rule, items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The matched items, one finding's worth each: all of them, one each (``per_record``),
     or one list per distinct ``group_by`` value in the order of first appearance."""
     if rule.per_record:
         return [[it] for it in items]
     if rule.group_by is None:
-        return [items]
-    groups: dict[Any, list[dict[str, Any]]] = {}
+        return [list(items)]
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
     for it in items:
         groups.setdefault(str(it.get(rule.group_by)), []).append(it)
     return list(groups.values())

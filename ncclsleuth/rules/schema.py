@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import REGISTRY
 from ..knowledge.schema import CATEGORIES
+from ..model.facts import SPECS
+
 
 class Severity(enum.IntEnum):
     """Ordered: ``info < warning < error``; ``--fail-on`` compares with ``>=``."""
@@ -130,6 +134,7 @@ def validate(doc: Any, path: str) -> Rule:
     if role not in ("cause", "symptom", "context"):
         raise RuleError(path, "must be cause, symptom or context", "role")
     check_condition(doc["match"], path, "match")
+    check_fields(doc, path)
     if doc.get("per_record") and "fact" not in doc["match"]:
         raise RuleError(path, "one finding per record needs a match that is one fact: leaf", "per_record")
     for key in ("group_by", "category_from", "severity_from"):
@@ -141,6 +146,8 @@ def validate(doc: Any, path: str) -> Rule:
         raise RuleError(path, "needs at least one reference (string)", "references")
     for i, cond in enumerate(doc.get("explains", ())):
         check_condition(cond, path, f"explains[{i}]")
+        for _, leaf, where in _leaves(cond, f"explains[{i}]"):
+            _leaf_fields(leaf, path, where)
     tests = tuple(_test(t, path, i) for i, t in enumerate(doc["tests"]))
     return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"], severity=sev,
                 confidence=conf, description=doc["description"], match=doc["match"], message=doc["message"],
@@ -234,3 +241,69 @@ def facts_of(cond: dict[str, Any]) -> set[str]:
         names = cond["fact"]
         out.update(names if isinstance(names, list) else [names])
     return out
+
+
+# ---------------------------------------------------------------------- names and fields
+#: placeholders every finding can fill besides the matched items' fields (rules/findings.py)
+EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks"})
+#: what an event item has besides the event's fields (rules/match.py)
+_EVENT_EXTRAS = frozenset({"kind", "message_text"})
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
+
+
+def _leaves(c: dict[str, Any], where: str, positive: bool = True) -> Iterator[tuple[bool, dict[str, Any], str]]:
+    """(positive, leaf, key path) of every event/fact leaf; under none/not a leaf is negative."""
+    for k in ("all", "any", "none"):
+        for i, sub in enumerate(c.get(k, ())):
+            yield from _leaves(sub, f"{where}.{k}[{i}]", positive and k != "none")
+    if "not" in c:
+        yield from _leaves(c["not"], f"{where}.not", False)
+    if "event" in c or "fact" in c:
+        yield positive, c, where
+
+
+def _leaf_fields(leaf: dict[str, Any], path: str, where: str) -> set[str]:
+    """The fields a leaf's items carry (checked: every name exists, every ``where`` key is a
+    field of every kind or fact the leaf names)."""
+    group = "event" if "event" in leaf else "fact"
+    names = leaf[group] if isinstance(leaf[group], list) else [leaf[group]]
+    per_name: list[set[str]] = []
+    for n in names:
+        if group == "event":
+            cls = REGISTRY.get(n)
+            if cls is None:
+                raise RuleError(path, f"unknown event kind {n!r}", f"{where}.event")
+            per_name.append(set(cls.FIELDS) | _EVENT_EXTRAS)
+        else:
+            spec = SPECS.get(n)
+            if spec is None:
+                raise RuleError(path, f"unknown fact {n!r} (known: {', '.join(sorted(SPECS))})", f"{where}.fact")
+            per_name.append(set(spec.fields))
+    for key in leaf.get("where", {}):
+        head = key.split(".", 1)[0]
+        lacking = [n for n, f in zip(names, per_name) if head not in f]
+        if lacking:
+            raise RuleError(path, f"{' and '.join(map(repr, lacking))} {'has' if len(lacking) == 1 else 'have'} no "
+                            f"field {head!r}", f"{where}.where.{key}")
+    return set().union(*per_name)
+
+
+def check_fields(doc: dict[str, Any], path: str) -> None:
+    """Event kinds and facts exist, ``where`` keys are their fields, and every placeholder of
+    the title, message and fix is a field of a matched item, a named item's, or a count."""
+    fields: set[str] = set(EXTRA_PLACEHOLDERS)
+    named: dict[str, set[str]] = {}
+    for positive, leaf, where in _leaves(doc["match"], "match"):
+        got = _leaf_fields(leaf, path, where)
+        if positive:
+            fields |= got
+            if "as" in leaf:
+                named[str(leaf["as"])] = got
+    for key in ("title", "message", "fix"):
+        for m in _PLACEHOLDER.finditer(doc[key]):
+            a, b = m.group(1), m.group(2)
+            if b is None and a not in fields:
+                raise RuleError(path, f"placeholder {{{a}}}: no matched event or fact has a field {a!r}", key)
+            if b is not None and (a not in named or b not in named[a]):
+                why = f"no condition is named {a!r} (as: {a})" if a not in named else f"{a!r} has no field {b!r}"
+                raise RuleError(path, f"placeholder {{{a}.{b}}}: {why}", key)

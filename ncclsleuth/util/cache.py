@@ -159,7 +159,9 @@ class CodeStore:
 
 def _code_path() -> str | None:
     folder = cache_dir()
-    return None if folder is None else os.path.join(folder, f"code-{sys.implementation.cache_tag}-{sys.hexversion:x}.marshal")
+    if folder is None:
+        return None
+    return os.path.join(folder, f"code-{sys.implementation.cache_tag}-{sys.hexversion:x}.marshal")
 
 
 def _read_code() -> dict[str, CodeType]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ncclsleuth.cli import main
 from ncclsleuth import api
+from ncclsleuth.cli import main
 from ncclsleuth.renderers import render
 
 ROOT = Path(__file__).resolve().parents[2]

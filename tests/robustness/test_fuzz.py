@@ -9,10 +9,10 @@ import json
 import os
 import tempfile
 
+from _corpus import lines as corpus_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _corpus import lines as corpus_lines
 from ncclsleuth import api
 from ncclsleuth.model.job import JobModel
 from ncclsleuth.parse.envelope import Record, peel

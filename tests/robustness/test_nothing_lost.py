@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
+from _corpus import log_files
 from click.testing import CliRunner
 
-from _corpus import log_files
 from ncclsleuth.cli import main
 
 PROBLEM = [

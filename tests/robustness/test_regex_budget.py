@@ -39,8 +39,9 @@ ENVELOPE = {
 _PARSE_MODES = {"_ANCHORS": "finditer", "_CONNECT_ANCHOR": "finditer", "_EXC": "match", "_FKEY": "match", "_ROW": "match", "_FRAME": "match"}
 PARSE = {f"parse.{n}": (o, _PARSE_MODES.get(n, "search")) for mod in (lines, anchors) for n, o in sorted(vars(mod).items())
          if isinstance(o, re.Pattern)}
+PARSE.update({f"parse.anchor when {lit!r}": (rx, "finditer") for lit, rx in anchors.GUARDED_ANCHORS})
 #: known super-linear patterns in files this suite does not own (see the xfail reasons)
-KNOWN_SLOW: dict[str, str] = {}  # parse._CONNECT_ANCHOR was quadratic on word runs; fixed with (?<!\w)
+KNOWN_SLOW: dict[str, str] = {}  # the "onnect to " anchor was quadratic on word runs; fixed with (?<!\w)
 
 
 def _case(name: str, rx: re.Pattern[str], mode: str):  # type: ignore[no-untyped-def]
@@ -55,7 +56,8 @@ def test_module_regex_linear(rx, mode):
 
 
 def test_parse_patterns_found():
-    assert {"parse._ANCHORS", "parse._CONNECT_ANCHOR", "parse._EXC", "parse._ROW", "parse._FRAME", "parse._SYNC"} <= set(PARSE)
+    assert {"parse._ANCHORS", "parse.anchor when 'onnect to '", "parse._EXC", "parse._ROW", "parse._FRAME",
+            "parse._SYNC", "parse.PREFILTER"} <= set(PARSE)
 
 
 def _flags(t) -> int:  # type: ignore[no-untyped-def]

@@ -1,8 +1,8 @@
 """Derived facts (see :mod:`.base`), one module per area; importing this package
-registers them all in :data:`FACTS`."""
+registers them all in :data:`FACTS` (and their declarations in :data:`SPECS`)."""
 from __future__ import annotations
 
 from . import collectives, consistency, init, knowledge, live, nccltests, network, ras  # noqa: F401 (they register)
-from .base import FACTS, LIVE, Fact, fact, median, ranges
+from .base import FACTS, LIVE, SPECS, Fact, FactSpec, Record, fact, median, ranges
 
-__all__ = ["FACTS", "LIVE", "Fact", "fact", "median", "ranges"]
+__all__ = ["FACTS", "LIVE", "SPECS", "Fact", "FactSpec", "Record", "fact", "median", "ranges"]

@@ -1,34 +1,75 @@
 """The fact registry: named, tested questions the rules ask of the job model.
 
-A fact is a function ``JobModel -> list[record]``; each record carries the values a rule
-may filter on and template into its message, plus ``evidence`` (the events that prove
-it).  Rules refer to facts by name (``fact: bad_interface``); the YAML stays data and
-the reasoning that needs code lives in this package, where it is unit-tested.
+A fact is a function ``JobModel -> list[record]``, registered with the record type it
+returns: a ``TypedDict`` (a subclass of :class:`Record`) that declares every field a rule
+may filter on (``where:``) or put in its message (``{field}``), plus ``evidence`` (the
+events that prove it).  Rules refer to facts by name (``fact: bad_interface``); the rule
+schema checks the name, the ``where:`` keys and the placeholders against the
+declaration when the rule file is loaded.  The YAML stays data and the reasoning that
+needs code lives in this package, where it is unit-tested.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict, TypeVar
 
+from ... import events as E
 from ..job import JobModel
 from ..stats import median, ranges
 
-__all__ = ["FACTS", "LIVE", "Fact", "FactFn", "fact", "median", "ranges"]
+__all__ = ["FACTS", "LIVE", "SPECS", "Fact", "FactFn", "FactSpec", "Record", "fact", "median", "ranges"]
 
-Fact = dict[str, Any]
-FactFn = Callable[[JobModel], list[Fact]]
+
+class Record(TypedDict):
+    """What every fact record carries: the lines that prove it (a finding's evidence)."""
+
+    evidence: list[E.Event]
+
+
+Fact = Mapping[str, Any]
+FactFn = Callable[[JobModel], Sequence[Fact]]
+R = TypeVar("R", bound=Callable[[JobModel], Sequence[Any]])
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """A registered fact: its name, the fields of its records, whether only ``watch`` has it."""
+
+    name: str
+    fn: FactFn
+    fields: frozenset[str]
+    live: bool = False
+
+    @property
+    def doc(self) -> str:
+        return (self.fn.__doc__ or "").strip().split("\n", 1)[0]
+
+
+#: name -> function (what rules evaluate)
 FACTS: dict[str, FactFn] = {}
+#: name -> declaration (what the rule schema checks against)
+SPECS: dict[str, FactSpec] = {}
 #: facts of a job watched live: they read ``JobModel.live`` and are empty without it
 LIVE: set[str] = set()
 
 
-def fact(fn: FactFn | None = None, *, live: bool = False) -> Any:
-    """Register a fact under its function name (``@fact`` or ``@fact(live=True)``)."""
+def fact(record: type, *, live: bool = False) -> Callable[[R], R]:
+    """Register a fact under its function name, with the ``TypedDict`` of its records.
 
-    def deco(f: FactFn) -> FactFn:
-        FACTS[f.__name__] = f
+    ``live``: a fact of ``watch``'s view of the processes (``JobModel.live``), empty elsewhere.
+    """
+    fields = frozenset(getattr(record, "__required_keys__", frozenset()) | getattr(record, "__optional_keys__",
+                                                                                  frozenset()))
+    if "evidence" not in fields:
+        raise TypeError(f"{record.__name__}: a fact record is a Record (it carries its evidence)")
+
+    def deco(fn: R) -> R:
+        name = fn.__name__
+        FACTS[name] = fn
+        SPECS[name] = FactSpec(name, fn, fields, live)
         if live:
-            LIVE.add(f.__name__)
-        return f
+            LIVE.add(name)
+        return fn
 
-    return deco(fn) if fn is not None else deco
+    return deco

@@ -8,7 +8,34 @@ from collections import defaultdict
 
 from ... import events as E
 from ..job import JobModel
-from .base import Fact, fact, median, ranges
+from .base import Record, fact, median, ranges
+
+
+class CollectiveLaggard(Record):
+    pg: str
+    rank: int
+    host: str
+    seq: int  # the last collective it reached
+    others_seq: int
+    op: str
+    ahead: int | str  # how many ranks are ahead ("the other" when a desync report says it)
+
+
+class CollectiveOrderMismatch(Record):
+    pg: str
+    seq: int
+    detail: str
+
+
+class Straggler(Record):
+    rank: int | str
+    who: str
+    host: str
+    median_ms: float
+    job_median_ms: float
+    slower_pct: int
+    others: int
+    steps: int
 
 
 def global_rank_hosts(model: JobModel) -> dict[int, str]:
@@ -36,8 +63,8 @@ def _pg(ev: E.Event) -> str:
     return getattr(ev, "pg", None) or "0"
 
 
-@fact
-def collective_laggard(model: JobModel) -> list[Fact]:
+@fact(CollectiveLaggard)
+def collective_laggard(model: JobModel) -> list[CollectiveLaggard]:
     """Ranks whose collective sequence number is behind the others', per process group.
 
     Evidence, strongest first: the desync report naming the rank; per-rank
@@ -45,7 +72,7 @@ def collective_laggard(model: JobModel) -> list[Fact]:
     wait in); watchdog timeouts at a sequence number the laggard never reached.
     """
     hosts = global_rank_hosts(model)
-    out: list[Fact] = []
+    out: list[CollectiveLaggard] = []
     for pg, ranks in _enqueued_by_rank(model).items():
         if len(ranks) < 2:
             continue
@@ -76,7 +103,7 @@ def collective_laggard(model: JobModel) -> list[Fact]:
 
 
 def _laggard(pg: str, rank: int, seq: int, top: int, op: str | None, n_ahead: int | None,
-             hosts: dict[int, str], evidence: list[E.Event]) -> Fact:
+             hosts: dict[int, str], evidence: list[E.Event]) -> CollectiveLaggard:
     return {"pg": pg, "rank": rank, "host": hosts.get(rank, "?"), "seq": seq, "others_seq": top,
             "op": op or "?", "ahead": n_ahead if n_ahead is not None else "the other",
             "evidence": evidence}
@@ -107,8 +134,8 @@ def _op_at(model: JobModel, pg: str, seq: int) -> str | None:
     return None
 
 
-@fact
-def collective_order_mismatch(model: JobModel) -> list[Fact]:
+@fact(CollectiveOrderMismatch)
+def collective_order_mismatch(model: JobModel) -> list[CollectiveOrderMismatch]:
     """Ranks that started a different op at the same sequence number (desync snapshot)."""
     by_seq: dict[tuple[str, int], dict[str, list[E.DesyncReport]]] = defaultdict(lambda: defaultdict(list))
     cur_seq: dict[str, int] = {}
@@ -126,23 +153,22 @@ def collective_order_mismatch(model: JobModel) -> list[Fact]:
         if ev.op and ev.seq is not None:
             wd[(ev.seq, None)].add(ev.op)
             wd_ev[(ev.seq, None)].append(ev)
-    out: list[Fact] = []
+    out: list[CollectiveOrderMismatch] = []
     for (pg, seq), ops in by_seq.items():
         if len(ops) > 1:
             desc = "; ".join(f"ranks {ranges([r for e in evs for r in e.ranks])} started {op}"
                              for op, evs in sorted(ops.items()))
             out.append({"pg": pg, "seq": seq, "detail": desc,
                         "evidence": [evs[0] for evs in ops.values()]})
-    for (seq, _), ops in wd.items():
-        if len(ops) > 1:
-            evs = wd_ev[(seq, None)]
-            out.append({"pg": "0", "seq": seq, "detail": "watchdog timeouts name " + " and ".join(sorted(ops)),
-                        "evidence": evs[:4]})
+    for (wd_seq, _), wd_ops in wd.items():
+        if len(wd_ops) > 1 and wd_seq is not None:
+            out.append({"pg": "0", "seq": wd_seq, "detail": "watchdog timeouts name " + " and ".join(sorted(wd_ops)),
+                        "evidence": wd_ev[(wd_seq, None)][:4]})
     return out
 
 
-@fact
-def stragglers(model: JobModel) -> list[Fact]:
+@fact(Straggler)
+def stragglers(model: JobModel) -> list[Straggler]:
     """Ranks whose training steps are consistently slower than the others'.
 
     Per rank (or per file when the rank is unknown) the median of its step times; a
@@ -156,11 +182,12 @@ def stragglers(model: JobModel) -> list[Fact]:
     job = median(meds)
     mad = median(abs(x - job) for x in meds) or job * 0.01
     hosts = global_rank_hosts(model)
-    out: list[Fact] = []
+    out: list[Straggler] = []
     for key, med in sorted(per.items(), key=lambda kv: -kv[1]):
         if med > job * 1.10 and med - job > 3 * mad:
             rank = key if isinstance(key, int) else None
-            out.append({"rank": rank if rank is not None else "?", "who": f"rank {rank}" if rank is not None else str(key),
+            out.append({"rank": rank if rank is not None else "?",
+                        "who": f"rank {rank}" if rank is not None else str(key),
                         "host": hosts.get(rank, "?") if rank is not None else "?", "median_ms": round(med, 1),
                         "job_median_ms": round(job, 1), "slower_pct": round(100 * (med / job - 1)),
                         "others": len(per) - 1, "steps": len(model.step_times[key]),

@@ -5,11 +5,27 @@ from collections import Counter, defaultdict
 
 from ... import events as E
 from ..job import JobModel, Process
-from .base import Fact, fact
+from .base import Record, fact
 
 
-@fact
-def nccl_version_mismatch(model: JobModel) -> list[Fact]:
+class NcclVersionMismatch(Record):
+    version: str  # the minority's
+    majority: str
+    hosts: str
+    count: int
+
+
+class ConfigMinority(Record):
+    setting: str
+    value: str  # the minority's
+    majority: str
+    hosts: str
+    nhosts_minority: int
+    nhosts_majority: int
+
+
+@fact(NcclVersionMismatch)
+def nccl_version_mismatch(model: JobModel) -> list[NcclVersionMismatch]:
     """NCCL versions that differ across processes (the minority is named)."""
     vers = model.nccl_versions()
     attached = {ev.version for ev in model.versions_unattached}
@@ -19,7 +35,7 @@ def nccl_version_mismatch(model: JobModel) -> list[Fact]:
     for v in attached - set(vers):
         counts[v] += 1
     major = counts.most_common(1)[0][0]
-    out = []
+    out: list[NcclVersionMismatch] = []
     for v, n in counts.items():
         if v == major:
             continue
@@ -39,10 +55,10 @@ _CONSISTENT_ENV = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL
                    "NCCL_CROSS_NIC", "NCCL_IB_TC", "NCCL_BUFFSIZE", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE")
 
 
-@fact
-def config_minority(model: JobModel) -> list[Fact]:
+@fact(ConfigMinority)
+def config_minority(model: JobModel) -> list[ConfigMinority]:
     """Settings where a minority of hosts differs from the majority (env, GDR, IB device count)."""
-    out: list[Fact] = []
+    out: list[ConfigMinority] = []
     procs = [p for p in model.processes.values() if p.host]
     if len({p.host for p in procs}) < 2:
         return out
@@ -60,7 +76,8 @@ def config_minority(model: JobModel) -> list[Fact]:
         vals: dict[str, set[str]] = defaultdict(set)
         evs: dict[str, E.Event] = {}
         for sig, (hosts, first) in groups.items():
-            v = sig[i] if sig[i] is not None else "(unset)"
+            val = sig[i]
+            v = val if val is not None else "(unset)"
             vals[v] |= hosts
             if "env:" + name in first.evidence:  # a set value always has its env line
                 evs.setdefault(v, first.evidence["env:" + name])
@@ -82,11 +99,11 @@ def config_minority(model: JobModel) -> list[Fact]:
 
 
 def _minority(name: str, vals: dict[str, set[str]], evs: dict[str, E.Event],
-              allow_no_evidence: bool = False) -> list[Fact]:
+              allow_no_evidence: bool = False) -> list[ConfigMinority]:
     if len(vals) < 2:
         return []
     major = max(vals, key=lambda v: len(vals[v]))
-    out = []
+    out: list[ConfigMinority] = []
     for v, hosts in vals.items():
         if v == major or len(hosts) >= len(vals[major]):
             continue

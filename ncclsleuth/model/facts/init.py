@@ -4,14 +4,58 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ... import events as E
 from ..job import JobModel
-from .base import Fact, fact, median, ranges
+from .base import Record, fact, median, ranges
 
 
-@fact
-def init_stuck(model: JobModel) -> list[Fact]:
+class InitStuck(Record):
+    comm: str
+    nranks: int | None
+    stuck: int
+    completed: int
+    ranks: str  # "40-42,47"
+    hosts: str
+
+
+class InitTiming(Record):
+    comm: str
+    nranks: int | None
+    timed: int
+    max_s: float
+    median_s: float
+    slow_rank: int
+    slow_host: str
+    phase: str
+    phase_s: float
+    bootstrap_share: float
+    outlier: bool
+    any_flag: bool
+    bootstrap_dominates: bool
+
+
+class InitStoppedSilently(Record):
+    comm: str
+    nranks: int
+    nhosts: int
+    host: str
+    channels: int
+
+
+class InitMissingRanks(Record):
+    comm: str
+    nranks: int
+    missing: str
+    nmissing: int
+    seen: int
+    completed: int
+    host: str
+
+
+@fact(InitStuck)
+def init_stuck(model: JobModel) -> list[InitStuck]:
     """Ranks that logged Init START but never Init COMPLETE while others of the comm did."""
-    out = []
+    out: list[InitStuck] = []
     for c in model.comms.values():
         done = [r for r in c.ranks.values() if r.complete is not None]
         stuck = [r for r in c.ranks.values() if r.start is not None and r.complete is None]
@@ -24,10 +68,10 @@ def init_stuck(model: JobModel) -> list[Fact]:
     return out
 
 
-@fact
-def init_timing(model: JobModel) -> list[Fact]:
+@fact(InitTiming)
+def init_timing(model: JobModel) -> list[InitTiming]:
     """Per communicator: init duration, slowest rank/host/phase, and outliers."""
-    out: list[Fact] = []
+    out: list[InitTiming] = []
     for c in model.comms.values():
         timed = [r for r in c.ranks.values() if r.timings is not None]
         if not timed:
@@ -50,12 +94,12 @@ def init_timing(model: JobModel) -> list[Fact]:
                     "bootstrap_share": round(boot_share, 2), "outlier": outlier,
                     "any_flag": outlier or (boot_share > 0.5 and slow.timings.total > 5),  # type: ignore[union-attr]
                     "bootstrap_dominates": boot_share > 0.5 and slow.timings.total > 5,  # type: ignore[union-attr]
-                    "evidence": [slow.timings]})
+                    "evidence": [slow.timings] if slow.timings is not None else []})
     return out
 
 
-@fact
-def init_stopped_silently(model: JobModel) -> list[Fact]:
+@fact(InitStoppedSilently)
+def init_stopped_silently(model: JobModel) -> list[InitStoppedSilently]:
     """A single-node job whose log stops after ring/tree set-up with no COMPLETE and no error.
 
     That is what a P2P/NVLink hang looks like from the log: NCCL built its graph, started
@@ -64,7 +108,7 @@ def init_stopped_silently(model: JobModel) -> list[Fact]:
     if model.error_events():
         return []
     hosts = {p.host for p in model.processes.values() if p.host}
-    out: list[Fact] = []
+    out: list[InitStoppedSilently] = []
     for c in model.comms.values():
         if c.graph_event is None or any(r.complete is not None for r in c.ranks.values()):
             continue
@@ -76,8 +120,8 @@ def init_stopped_silently(model: JobModel) -> list[Fact]:
     return out
 
 
-@fact
-def init_missing_ranks(model: JobModel) -> list[Fact]:
+@fact(InitMissingRanks)
+def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
     """Ranks of a communicator that never logged Init START while most others did.
 
     Needs most of the communicator's ranks in the logs (an excerpt with a few lines is
@@ -85,7 +129,7 @@ def init_missing_ranks(model: JobModel) -> list[Fact]:
     Where the ranks of a host are contiguous, the missing rank's host is named from its
     neighbours.
     """
-    out: list[Fact] = []
+    out: list[InitMissingRanks] = []
     failed = bool(model.error_events())
     for c in model.comms.values():
         if not c.nranks or c.nranks < 2:
@@ -100,7 +144,8 @@ def init_missing_ranks(model: JobModel) -> list[Fact]:
         if completed and not failed:
             continue
         hosts = _guess_hosts(c, missing)
-        evidence = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3] if st.start is not None]
+        evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
+                                   if st.start is not None]
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
                     "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
     return out

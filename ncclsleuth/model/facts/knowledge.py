@@ -10,12 +10,35 @@ its communicators printed Init COMPLETE on an earlier line of the same file.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from ... import knowledge
 from ...events import Event
 from ..job import JobModel
-from .base import Fact, fact
+from .base import Record, fact
+
+
+class KnownMessage(Record):
+    """A problem line and its meaning: which message it is and what the code that printed it
+    was doing."""
+
+    id: str  # catalog id (NCCL-W-..., a PyTorch catalog id) or <SOURCE>-<slug>
+    source: str  # nccl | torch | gloo | aws-ofi-nccl | rccl | nccl-tests | system
+    subsystem: str
+    role: str  # cause | symptom | context | benign | unknown
+    category: str | None  # the root cause it establishes (a symptom's likely cause)
+    categories: list[str]  # every likely cause of a symptom, most likely first
+    severity: str  # error | warning | info
+    meaning: str
+    fix: str
+    why: str  # the code condition that prints it
+    ref: str  # file, function and release range it was read from
+    function: str
+    file: str  # the printing file as the WARN prefix names it ("" when the line has none)
+    message: str  # the message text (after NCCL WARN)
+    phase: str  # init | runtime | "" (unknown)
+    kind: str  # the event kind the parser gave the line
+    host: str | None
+    rank: int | None
+    pid: int | None
 
 
 def _init_done(model: JobModel) -> dict[tuple[str, str | None, int | None], int]:
@@ -40,15 +63,15 @@ def _phase(ev: Event, done: dict[tuple[str, str | None, int | None], int],
     return "init" if key in started else None
 
 
-@fact
-def known_message(model: JobModel) -> list[Fact]:
+@fact(KnownMessage)
+def known_message(model: JobModel) -> list[KnownMessage]:
     """Problem lines with their meaning from the knowledge base, in line order."""
     events = model.error_events()
     if not events:
         return []
     done = _init_done(model)
     started = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
-    out: list[Fact] = []
+    out: list[KnownMessage] = []
     for ev in events:
         hit = knowledge.explain(ev.text, _phase(ev, done, started))
         if hit is None:
@@ -58,12 +81,11 @@ def known_message(model: JobModel) -> list[Fact]:
     return out
 
 
-def _record(ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str | None) -> Fact:
-    rec: dict[str, Any] = {
+def _record(ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str | None) -> KnownMessage:
+    return {
         "id": m.id, "source": m.source, "subsystem": m.subsystem, "role": m.role, "category": m.category,
         "categories": list(m.categories), "severity": m.severity, "meaning": m.meaning, "fix": m.fix,
         "why": m.why, "ref": m.ref, "function": m.function, "file": known.file or "", "message": known.message,
         "phase": phase or "", "kind": ev.kind, "host": ev.host, "rank": ev.rank, "pid": ev.pid,
         "evidence": [ev],
     }
-    return rec

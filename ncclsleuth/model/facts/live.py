@@ -9,11 +9,22 @@ from collections import Counter
 
 from ..job import JobModel
 from ..live import Unit, rank_ranges
-from .base import Fact, fact
+from .base import Record, fact
 
 
-@fact(live=True)
-def silent_ranks(model: JobModel) -> list[Fact]:
+class SilentRanks(Record):
+    host: str
+    who: str  # "ranks 16-23" (or "processes 11, 12" where no rank is known)
+    ranks: list[int]
+    seconds: int  # since the least silent of them wrote a line
+    phase: str  # where most of them were last seen
+    where: str  # the host, "(every process on <host>)" when it is all of them
+    done: int  # processes past Init COMPLETE
+    processes: int
+
+
+@fact(SilentRanks, live=True)
+def silent_ranks(model: JobModel) -> list[SilentRanks]:
     """Per host, the processes with no line for ``silence`` seconds before finishing NCCL init,
     while other processes of the job finished it."""
     live = model.live
@@ -30,7 +41,7 @@ def silent_ranks(model: JobModel) -> list[Fact]:
     by_host: dict[str, list[Unit]] = {}
     for u in silent:
         by_host.setdefault(u.host, []).append(u)
-    out: list[Fact] = []
+    out: list[SilentRanks] = []
     for host in sorted(by_host, key=lambda h: (-max(now - u.last_wall for u in by_host[h]), h)):
         us = by_host[host]
         rk = sorted(r for u in us for r in u.ranks)

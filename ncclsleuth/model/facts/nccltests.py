@@ -6,11 +6,24 @@ from typing import Any
 
 from ... import events as E
 from ..job import JobModel
-from .base import Fact, fact
+from .base import Record, fact
 
 
-@fact
-def nccltests_result(model: JobModel) -> list[Fact]:
+class NcclTestsResult(Record):
+    peak_busbw: float
+    peak_size: int
+    saturates_at: int
+    rows: int
+    wrong_rows: int
+    network: str
+    nhosts: int
+    nics: int
+    expected_min_busbw: float | str
+    far_below: bool
+
+
+@fact(NcclTestsResult)
+def nccltests_result(model: JobModel) -> list[NcclTestsResult]:
     """Peak bus bandwidth of an nccl-tests run, where it saturates, and #wrong errors."""
     rows: list[E.NcclTestsRow] = model.nccltests_rows
     if not rows:
@@ -31,7 +44,7 @@ def nccltests_result(model: JobModel) -> list[Fact]:
              "wrong_rows": len(wrong), "network": network, "nhosts": len(hosts), "nics": nics,
              "expected_min_busbw": expected if expected is not None else "?",
              "far_below": expected is not None and peak < 0.3 * expected,
-             "evidence": [best] + wrong[:5]}]
+             "evidence": [best, *wrong[:5]]}]
 
 
 #: GB/s one RDMA NIC gives at least (100 Gb/s); 200/400 Gb/s NICs give 2-4x this

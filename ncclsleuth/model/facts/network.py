@@ -6,7 +6,33 @@ from collections import Counter
 
 from ... import events as E
 from ..job import JobModel, Process
-from .base import Fact, fact
+from .base import Record, fact
+
+
+class BadInterface(Record):
+    host: str
+    pid: int | None
+    iface: str
+    addr: str
+    where: str  # bootstrap | socket
+    reason: str
+    first: bool  # the first interface of its list (the one NCCL uses)
+    alternatives: str
+    suggest: str
+
+
+class SocketFallback(Record):
+    host: str
+    pid: int | None
+    reason: str
+    ib_disabled: bool
+
+
+class NetworkMinority(Record):
+    host: str
+    network: str
+    majority: str
+    majority_hosts: int
 
 
 _BAD_IFACE = re.compile(r"^(?:lo|docker\d*|virbr\d*|br-[0-9a-f]+|ip6tnl\d*|sit\d*|tunl\d*|vmnet\d*|"
@@ -40,10 +66,10 @@ def _good_alternatives(model: JobModel, host: str | None) -> list[str]:
     return names
 
 
-@fact
-def bad_interface(model: JobModel) -> list[Fact]:
+@fact(BadInterface)
+def bad_interface(model: JobModel) -> list[BadInterface]:
     """Processes whose bootstrap/OOB or socket interface is loopback, a bridge or link-local."""
-    out: list[Fact] = []
+    out: list[BadInterface] = []
     for p in model.processes.values():
         for where, ifaces, ev in (("bootstrap", p.bootstrap, p.evidence.get("bootstrap_iface")
                                    or p.evidence.get("net_ib_devices")),
@@ -63,11 +89,11 @@ def bad_interface(model: JobModel) -> list[Fact]:
     return out
 
 
-@fact
-def socket_fallback(model: JobModel) -> list[Fact]:
+@fact(SocketFallback)
+def socket_fallback(model: JobModel) -> list[SocketFallback]:
     """Processes on NET/Socket although the log shows InfiniBand/RoCE should be there."""
     ib_hosts = {p.host for p in model.processes.values() if p.network and p.network.startswith("IB")}
-    out: list[Fact] = []
+    out: list[SocketFallback] = []
     for p in model.processes.values():
         on_socket = p.network == "Socket" or (p.network is None and p.socket_ifaces and
                                               (p.ibverbs_missing or p.ib_none))
@@ -108,15 +134,15 @@ def _fallback_reasons(p: Process, ib_hosts: set[str | None]) -> tuple[list[str],
     return reasons, ev
 
 
-@fact
-def network_minority(model: JobModel) -> list[Fact]:
+@fact(NetworkMinority)
+def network_minority(model: JobModel) -> list[NetworkMinority]:
     """Processes whose chosen network differs from the majority of the job."""
     nets = Counter(p.network for p in model.processes.values() if p.network)
     if len(nets) < 2:
         return []
     major, n_major = nets.most_common(1)[0]
     hosts_major = len({p.host for p in model.processes.values() if p.network == major})
-    out = []
+    out: list[NetworkMinority] = []
     for p in model.processes.values():
         if p.network and p.network != major:
             out.append({"host": p.host or "?", "network": p.network, "majority": major,

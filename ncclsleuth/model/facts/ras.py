@@ -3,11 +3,20 @@ from __future__ import annotations
 
 from ... import events as E
 from ..job import JobModel
-from .base import Fact, fact
+from .base import Record, fact
 
 
-@fact
-def ras_dead_peers(model: JobModel) -> list[Fact]:
+class RasDeadPeer(Record):
+    peer: str
+    peer_host: str
+    host: str
+    declared_dead: bool
+    reporters: int
+    reporter_hosts: str
+
+
+@fact(RasDeadPeer)
+def ras_dead_peers(model: JobModel) -> list[RasDeadPeer]:
     """Peers NCCL's RAS declared dead or whose keep-alive expired, one record per peer.
 
     A RAS peer is a process, named by ``ip<port>``; the host is found from the bootstrap
@@ -26,7 +35,7 @@ def ras_dead_peers(model: JobModel) -> list[Fact]:
         for i in p.bootstrap:
             if i.addr and p.host:
                 ip_host.setdefault(i.addr, p.host)
-    out: list[Fact] = []
+    out: list[RasDeadPeer] = []
     for peer, evs in by_peer.items():
         ip = peer.split("<", 1)[0]
         dead = [e for e in evs if getattr(e, "what", "") == "dead"]

@@ -104,6 +104,9 @@ def _collect(t: Tree, fields: dict[str, Any]) -> None:
 
 #: uses of a template before its fill is compiled (see Template)
 COMPILE_AFTER = 2
+#: rules whose events depend on the parser's state (tracebacks, torchrun failure blocks):
+#: never rebuilt from a whole-line template
+STATEFUL_RULES = frozenset({"failure_block_head", "failure_field", "exception"})
 
 
 class Template:
@@ -180,7 +183,7 @@ def _template(kind: str, fields: dict[str, Any], parts: list[str], offset: int =
     return Template(kind, spans)
 
 
-_MISS = object()
+_MISS: Any = object()
 
 
 class ShapeCache:
@@ -196,7 +199,7 @@ class ShapeCache:
         self.max_shapes = max_shapes
         self._shapes: dict[str, Any] = {}
         #: whole-line shape -> Template | None, shared by the files parsed with this cache
-        self.line_templates: dict[str, Any] = {}
+        self.line_templates: dict[str, Template | None] = {}
         #: position-exact line shape (bytes) -> (rule, generated slice fill)
         self.fixed_templates: dict[bytes, Any] = {}
         #: position-exact line shape -> lines met so far, until its fill is compiled
@@ -244,11 +247,53 @@ class ShapeCache:
         if self._store is not None:
             tpl = self._store.get("lines", key)
             if tpl is not _MISS:
-                return tpl  # type: ignore[no-any-return]
+                return tpl
         tpl = line_template(text, parts)
         if self._store is not None:
             self._store.learn("lines", key, tpl)
         return tpl
+
+    def line_fields(self, text: str) -> tuple[str, RawFields] | None:
+        """``(rule, fields)`` of a plain ``host:pid:tid [dev] NCCL INFO`` line from its whole-line
+        template (``_host``, ``_pid``, ``_tid``, ``_dev`` among the fields), or None.
+
+        Two levels: a position-exact key (bytes.translate, ~0.2 us) whose fill is plain
+        slices, then the value-run split (~4 us) whose fill concatenates runs.  Rules whose
+        events depend on the parser's state (``STATEFUL_RULES``) get no template.
+        """
+        ascii_line = text.isascii()
+        if ascii_line:
+            fkey = fixed_key(text)
+            hit = self.fixed_templates.get(fkey)
+            if hit is not None:
+                return hit[0], hit[1](text)
+        parts, key = split_line(text)
+        tpl = self.line_templates.get(key, _MISS)
+        if tpl is _MISS:
+            tpl = self.line_template(text, parts, key) if self.enabled else None
+            if tpl is not None and (tpl.kind in STATEFUL_RULES or tpl.kind.startswith("ws_")):
+                tpl = None
+            if len(self.line_templates) < 50_000:
+                self.line_templates[key] = tpl
+        if tpl is None:
+            return None
+        if ascii_line and key not in self.no_fixed:
+            self._learn_fixed(fkey, key, tpl, parts)
+        return tpl.kind, tpl.fill(parts)
+
+    def _learn_fixed(self, fkey: bytes, key: str, tpl: Template, parts: list[str]) -> None:
+        """Count a position-exact shape's lines; at the ``COMPILE_AFTER``-th, compile its
+        fill (most such shapes are met a handful of times: see :class:`Template`)."""
+        if has_hex(parts):  # pointers differ on every line: no reuse to gain (asked once per shape)
+            if len(self.no_fixed) < 50_000:
+                self.no_fixed.add(key)
+            return
+        seen = self.fixed_seen.get(fkey, 0) + 1
+        if seen >= COMPILE_AFTER and len(self.fixed_templates) < 100_000:
+            self.fixed_templates[fkey] = (tpl.kind, fixed_fill(tpl, parts))
+            self.fixed_seen.pop(fkey, None)
+        elif len(self.fixed_seen) < 100_000:
+            self.fixed_seen[fkey] = seen
 
     def save(self) -> None:
         """Add what this cache learned to the templates on disk, and the code compiled

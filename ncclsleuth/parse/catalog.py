@@ -11,6 +11,7 @@ results are cached per message shape by the caller.
 from __future__ import annotations
 
 import csv
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -115,7 +116,7 @@ def _index() -> tuple[dict[str, list[_Entry]], list[_Entry]]:
     """
     from ..util.cache import derived
 
-    table = derived("catalog", [str(_DATA)], _table)
+    table = derived("catalog", [str(_DATA), os.path.abspath(__file__)], _table)  # this file: _to_regex
     fmts = {f.id: f for f in _rows()}
     buckets = {first: [[rx, None, fmts[key]] for key, rx in rows] for first, rows in table[0].items()}
     loose = [[rx, None, fmts[key]] for key, rx in table[1]]

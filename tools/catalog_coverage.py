@@ -141,6 +141,18 @@ def _release(tag: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (2, 15)
 
 
+#: (first release, prefix) of torchelastic's Python logging (PFX-PY-*: glog style from 2.3,
+#: TorchLogsFormatter 2.1..2.2, logging.BASIC_FORMAT before) and of c10 LOG (PFX-CPP-*)
+_PY_PREFIX = (((2, 3), "E1129 11:41:58.017000 48211 {path}:869] "),
+              ((2, 1), "[2024-02-09 09:09:15,164] {logger}: [ERROR] "), ((0, 0), "ERROR:{logger}:"))
+_CPP_PREFIX = (((2, 4), "[rank3]:[{lvl}1206 18:44:12.715298746 {src}:607] "), ((2, 2), "[rank3]:[{lvl} {src}:607] "),
+               ((0, 0), "[{lvl} {src}:607] "))
+
+
+def _prefix(table: tuple[tuple[tuple[int, int], str], ...], newest: tuple[int, int], **values: str) -> str:
+    return next(fmt for first, fmt in table if newest >= first).format(**values)
+
+
 def torch_line(row: dict[str, str], msg: str) -> str:
     """``msg`` with the prefix it carries in the newest release that prints it."""
     kind, newest = row["kind"], _release(row["last_tag"])
@@ -155,24 +167,12 @@ def torch_line(row: dict[str, str], msg: str) -> str:
         paths = re.findall(r"[\w/]+\.py\b", row["source_file"])
         path = paths[-1] if paths else "torch/distributed/run.py"
         logger = path.removesuffix(".py").replace("/", ".")
-        lvl = "ERROR"
-        if newest >= (2, 3):
-            head = f"E1129 11:41:58.017000 48211 {path}:869] {first}"
-        elif newest >= (2, 1):
-            head = f"[2024-02-09 09:09:15,164] {logger}: [{lvl}] {first}"
-        else:
-            head = f"{lvl}:{logger}:{first}"
+        head = _prefix(_PY_PREFIX, newest, path=path, logger=logger) + first
     else:
         files = re.findall(r"(\w+\.(?:cpp|hpp|h))\b", row["source_file"])
         src = files[0] if files else "ProcessGroupNCCL.cpp"
         lvl = "F" if "FATAL" in kind else "E"
-        tag = "[c10d] " if "C10D_" in kind else ""
-        if newest >= (2, 4):
-            head = f"[rank3]:[{lvl}1206 18:44:12.715298746 {src}:607] {tag}{first}"
-        elif newest >= (2, 2):
-            head = f"[rank3]:[{lvl} {src}:607] {tag}{first}"
-        else:
-            head = f"[{lvl} {src}:607] {tag}{first}"
+        head = _prefix(_CPP_PREFIX, newest, lvl=lvl, src=src) + ("[c10d] " if "C10D_" in kind else "") + first
     return head + ("\n" + rest if rest else "")
 
 

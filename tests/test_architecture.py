@@ -17,6 +17,7 @@ LAYERS: list[set[str]] = [
     {"util"},  # the cache folder and code store, the gc pause
     {"events", "ingest"},  # what a line means / what the user pointed at, as lines
     {"parse"},  # lines -> events
+    {"knowledge"},  # what each message means in its context (the knowledge base; uses the catalog)
     {"model"},  # events -> the job (and the per-file unit of work)
     {"parallel", "rules"},  # engines running that unit / the diagnosis on a model
     {"report"},  # findings + unexplained lines + summary; redaction, diff

@@ -9,6 +9,7 @@ from pathlib import Path
 from ncclsleuth.parse.grammar import ShapeCache, TemplateStore
 from ncclsleuth.rules import loader as engine
 from ncclsleuth.rules.loader import default_rule_dir, load_rules
+from ncclsleuth.util import yamldocs
 from ncclsleuth.util.cache import cache_dir
 
 
@@ -21,10 +22,10 @@ def _copy_pack(tmp_path: Path) -> Path:
 def test_rule_docs_cache_used_and_identical(tmp_path, monkeypatch):
     pack = _copy_pack(tmp_path)
     first, _ = load_rules([pack])
-    where = engine._docs_path(pack)
+    where = yamldocs._docs_path("rules", pack)
     assert where is not None and os.path.exists(where)
     calls = []
-    monkeypatch.setattr(engine, "_read_yaml", lambda p: calls.append(p))
+    monkeypatch.setattr(engine, "read_yaml", lambda p: calls.append(p))
     second, _ = load_rules([pack])
     assert calls == []  # nothing parsed: every doc came from the cache
     assert second == first
@@ -48,11 +49,11 @@ def test_rule_docs_cache_invalidated_by_an_edit(tmp_path):
 
 
 def test_rule_docs_not_cached_when_json_would_change_them(tmp_path):
-    assert engine._save_docs(tmp_path, [], {}) is None  # no manifest: nothing written
+    assert yamldocs.save_docs("rules", tmp_path, [], {}) is None  # no manifest: nothing written
     pack = _copy_pack(tmp_path)
     paths = sorted(pack.rglob("*.yaml"))
-    engine._save_docs(pack, paths, {str(paths[0]): {1: "int key"}})
-    assert engine._cached_docs(pack, paths) is None
+    yamldocs.save_docs("rules", pack, paths, {str(paths[0]): {1: "int key"}})
+    assert yamldocs.cached_docs("rules", pack, paths) is None
 
 
 def test_template_store_round_trip(tmp_path):

@@ -142,7 +142,9 @@ class Checker:
         for k in set(e) - ENTRY_KEYS:
             self.err(where, f"unknown key {k!r}")
         for k in REQUIRED:
-            if k not in e or not isinstance(e[k], str) or (k != "fix" and not e[k].strip()):
+            # fix may be empty; so may a torch format where the catalog's is (an exception raised without text)
+            empty_ok = k == "fix" or (k == "format" and source == "torch" and self.torch.get(e.get("id")) == "")
+            if k not in e or not isinstance(e[k], str) or (not empty_ok and not e[k].strip()):
                 self.err(where, f"{k!r} is required (a non-empty string{'; fix may be empty' if k == 'fix' else ''})")
         self.check_values(where, e)
         for j, c in enumerate(e.get("context") or []):

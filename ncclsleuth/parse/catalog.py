@@ -30,6 +30,18 @@ class Format:
     format: str
     first_tag: str
     last_tag: str
+    #: call sites: ``file:line@first..last``, space-separated (paths relative to the repository)
+    sites: str = ""
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The source files that print this format (``src/misc/socket.cc``, ...)."""
+        return tuple(s.split(":", 1)[0] for s in self.sites.split())
+
+
+def by_id() -> dict[str, Format]:
+    """Every format of the catalog (those too short to match a line on their own included)."""
+    return {fmt.id: fmt for fmt in _rows()}
 
 
 def _to_regex(fmt: str) -> str | None:
@@ -77,6 +89,15 @@ _Entry = list  # [pattern source, compiled pattern or None, Format]: compiled on
 
 
 @lru_cache(maxsize=1)
+def _rows() -> tuple[Format, ...]:
+    csv.field_size_limit(1 << 24)
+    with open(_DATA, newline="") as fh:
+        rd = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        next(rd)
+        return tuple(Format(*row) for row in rd)
+
+
+@lru_cache(maxsize=1)
 def _index() -> tuple[dict[str, list[_Entry]], list[_Entry]]:
     """Formats bucketed by their first literal word (``loose``: formats starting with a value).
 
@@ -85,21 +106,16 @@ def _index() -> tuple[dict[str, list[_Entry]], list[_Entry]]:
     """
     buckets: dict[str, list[_Entry]] = {}
     loose: list[_Entry] = []
-    csv.field_size_limit(1 << 24)
-    with open(_DATA, newline="") as fh:
-        rd = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
-        next(rd)
-        for row in rd:
-            fmt = Format(*row)
-            rx = _to_regex(fmt.format)
-            if rx is None:
-                continue
-            first = fmt.format.strip().split(" ", 1)[0]
-            entry: _Entry = [rx, None, fmt]
-            if "%" in first or "{" in first:
-                loose.append(entry)
-            else:
-                buckets.setdefault(first, []).append(entry)
+    for fmt in _rows():
+        rx = _to_regex(fmt.format)
+        if rx is None:
+            continue
+        first = fmt.format.strip().split(" ", 1)[0]
+        entry: _Entry = [rx, None, fmt]
+        if "%" in first or "{" in first:
+            loose.append(entry)
+        else:
+            buckets.setdefault(first, []).append(entry)
     return buckets, loose
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..events import Event
 from ..model.job import JobModel
-from .schema import Rule
+from .schema import CATEGORIES, Rule, Severity
 
 _TEMPLATE = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
 
@@ -48,6 +48,9 @@ class Finding:
     ranks: list[int] = field(default_factory=list)
     #: every (file, line) this finding explains, also beyond the evidence shown
     explained: set[tuple[str, int]] = field(default_factory=set, repr=False, compare=False)
+    #: a symptom's possible causes (categories or rule ids): the rule's, or the knowledge
+    #: base's for the matched line (``category_from`` rules)
+    symptom_of: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule_id": self.rule_id, "name": self.name, "category": self.category, "severity": self.severity,
@@ -90,12 +93,21 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
              "nhosts": len(hosts),
              "ranks": ", ".join(map(str, ranks[:16])) or "?"}
     fill = lambda s: _fill(s, primary, named, extra)  # noqa: E731
-    f = Finding(rule_id=rule.id, name=rule.name, category=rule.category, severity=rule.severity.name,
+    category, severity, symptom_of = rule.category, rule.severity.name, rule.symptom_of
+    if rule.category_from:  # the knowledge base's verdict on the matched line
+        cats = primary.get(rule.category_from)
+        cats = [c for c in (cats if isinstance(cats, (list, tuple)) else [cats]) if c in CATEGORIES]
+        if cats:
+            category = cats[0]
+            symptom_of = tuple(cats) if rule.role == "symptom" else symptom_of
+    if rule.severity_from and primary.get(rule.severity_from) in Severity.__members__:
+        severity = str(primary[rule.severity_from])
+    f = Finding(rule_id=rule.id, name=rule.name, category=category, severity=severity,
                 confidence=rule.confidence, title=fill(rule.title), message=" ".join(fill(rule.message).split()),
                 fix=fill(rule.fix).strip(), references=list(rule.references),
                 evidence=[Evidence(ev.source, ev.line, ev.text) for ev in ordered[: rule.limit]],
                 evidence_total=len(ordered), role=rule.role, hosts=hosts, ranks=ranks,
-                explained=set(evs))
+                explained=set(evs), symptom_of=symptom_of)
     first = model.order_key(ordered[0]) if ordered else (1 << 30, 0)
     return f, first
 

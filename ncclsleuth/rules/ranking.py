@@ -1,10 +1,17 @@
 """Evaluate the rules on a job model and rank what fired: most likely root cause first.
 
 Problems before information, causes before symptoms (a symptom names its cause in
-``caused_by``), then severity, rule priority, confidence and the earliest evidence line.
+``caused_by``), then how specific the diagnosis is (a rule's ``specificity``: reasoning
+across ranks, a specific message, a message's meaning from the knowledge base, a line and
+its subsystem), then severity, rule priority, confidence and the earliest evidence line.
+Severity comes after specificity: a precise warning says more than a generic error.
+
+Fallback rules (the knowledge base's) run last and only see the lines no other finding
+explains, so a line is diagnosed once, by the most specific rule that knows it.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model.job import JobModel
@@ -17,39 +24,65 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) ->
     """Findings of all rules that fire, most likely root cause first."""
     ctx = ctx or Context(model)
     fired: list[tuple[Rule, Finding, tuple[Any, ...]]] = []
-    for rule in rules:
+    explained: set[tuple[str, int]] = set()
+    for rule in sorted(rules, key=lambda r: r.fallback):  # stable: the given order, fallbacks last
         m = evaluate(rule.match, ctx)
         if not m.ok:
             continue
+        items = m.items
+        if rule.fallback:  # only what no finding explains yet
+            items = [it for it in items if any((ev.source, ev.line) not in explained for ev in it.get("evidence", ()))]
+            if not items:
+                continue
         lead: tuple[Any, ...] | None = None
-        for items in ([it] for it in m.items) if rule.per_record else [m.items]:
-            f, first = finding(rule, items, m.named, model)
+        for group in _groups(rule, items):
+            f, first = finding(rule, group, m.named, model)
             for cond in rule.explains:  # the consequences it accounts for (never evidence)
                 f.explained.update((ev.source, ev.line) for it in evaluate(cond, ctx).items
                                    for ev in it.get("evidence", ()))
+            explained |= f.explained
             lead = lead or first  # one finding per record: they keep the fact's order among themselves
-            fired.append((rule, f, lead))
-    fired.sort(key=lambda t: _rank_key(t[0], t[2]))
+            fired.append((rule, f, lead if rule.per_record else first))
+    fired.sort(key=lambda t: _rank_key(t[0], t[1], t[2]))
     _link_causes(fired)
     # causes first: a symptom whose cause fired moves below it
-    fired.sort(key=lambda t: (_tier(t[0]), t[1].caused_by is not None, *_rank_key(t[0], t[2])[1:]))
+    fired.sort(key=lambda t: (_tier(t[1]), t[1].caused_by is not None, *_rank_key(t[0], t[1], t[2])[1:]))
     return [f for _, f, _ in fired]
 
 
-def _tier(rule: Rule) -> int:
-    return 0 if rule.severity >= Severity.warning else 1
+def _groups(rule: Rule, items: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The matched items, one finding's worth each: all of them, one each (``per_record``),
+    or one list per distinct ``group_by`` value in the order of first appearance."""
+    if rule.per_record:
+        return [[it] for it in items]
+    if rule.group_by is None:
+        return [list(items)]
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for it in items:
+        groups.setdefault(str(it.get(rule.group_by)), []).append(it)
+    return list(groups.values())
 
 
-def _rank_key(rule: Rule, first: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (_tier(rule), rule.role == "symptom", -int(rule.severity), -rule.priority, -rule.confidence, first, rule.id)
+def _severity(f: Finding) -> Severity:
+    return Severity.parse(f.severity)
+
+
+def _tier(f: Finding) -> int:
+    return 0 if _severity(f) >= Severity.warning else 1
+
+
+def _rank_key(rule: Rule, f: Finding, first: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (_tier(f), rule.role == "symptom", -rule.specificity, -int(_severity(f)), -rule.priority,
+            -rule.confidence, first, rule.id)
 
 
 def _link_causes(fired: list[tuple[Rule, Finding, tuple[Any, ...]]]) -> None:
-    causes = [(r, f) for r, f, _ in fired if r.role == "cause" and r.severity >= Severity.warning]
+    causes = [(r, f) for r, f, _ in fired if r.role == "cause" and _severity(f) >= Severity.warning]
     for rule, f, _ in fired:
         if rule.role != "symptom":
             continue
-        for cr, _cf in causes:
-            if not rule.symptom_of or cr.category in rule.symptom_of or cr.id in rule.symptom_of:
+        of = f.symptom_of or rule.symptom_of
+        for cr, cf in causes:
+            if not of or cf.category in of or cr.id in of:
                 f.caused_by = cr.id
                 break

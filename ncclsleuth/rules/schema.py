@@ -13,17 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import REGISTRY
+from ..knowledge.schema import CATEGORIES
 from ..model.facts import SPECS
-
-CATEGORIES = frozenset({
-    # root-cause labels (../shared/corpus/README.md)
-    "wrong_interface", "socket_fallback", "roce_gid", "ib_link_error", "network_blocked",
-    "rendezvous_misconfig", "collective_desync", "collective_timeout", "duplicate_gpu", "shm_limit",
-    "ulimit", "p2p_topology", "cuda_oom", "version_mismatch", "gdr_peermem", "hardware_fault", "other",
-    # ncclsleuth's own, for slow-but-healthy runs and app-level failures
-    "slow_init", "straggler", "low_bandwidth", "config_inconsistency", "bogus_setting", "topology_file",
-    "app_crash", "peer_failure", "job_summary",
-})
 
 
 class Severity(enum.IntEnum):
@@ -53,7 +44,8 @@ class RuleError(ValueError):
 TOP_KEYS = {"id": str, "name": str, "title": str, "category": str, "severity": str, "confidence": (int, float),
             "description": str, "match": dict, "message": str, "fix": str, "references": list, "tests": list,
             "role": str, "symptom_of": list, "priority": int, "tags": list, "status": str, "aliases": list,
-            "limit": int, "explains": list, "per_record": bool}
+            "limit": int, "explains": list, "per_record": bool, "specificity": int, "fallback": bool,
+            "group_by": str, "category_from": str, "severity_from": str}
 REQUIRED = ("id", "name", "title", "category", "severity", "confidence", "description", "match", "message",
             "fix", "references", "tests")
 COND_KEYS = {"all", "any", "none", "not", "event", "fact", "where", "count", "as"}
@@ -99,6 +91,19 @@ class Rule:
     explains: tuple[dict[str, Any], ...] = ()
     #: one finding per matched record (a fact's per-host records) instead of one for the rule
     per_record: bool = False
+    #: how precise the diagnosis is, for ranking (before severity): 3 reasoning across lines
+    #: or ranks, 2 a specific message (the default), 1 a message's meaning from the knowledge
+    #: base, 0 a line reported with no more than its subsystem
+    specificity: int = 2
+    #: evaluated after the other rules, on the lines their findings do not explain: the
+    #: knowledge-base rules, which must not say again what a specific rule said
+    fallback: bool = False
+    #: one finding per distinct value of this field among the matched records
+    group_by: str | None = None
+    #: the finding's category / severity from this field of the first matched record (the
+    #: knowledge base's verdict on the line), when it holds a valid one
+    category_from: str | None = None
+    severity_from: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,6 +137,11 @@ def validate(doc: Any, path: str) -> Rule:
     check_fields(doc, path)
     if doc.get("per_record") and "fact" not in doc["match"]:
         raise RuleError(path, "one finding per record needs a match that is one fact: leaf", "per_record")
+    for key in ("group_by", "category_from", "severity_from"):
+        if key in doc and "fact" not in doc["match"]:
+            raise RuleError(path, "needs a match that is one fact: leaf", key)
+    if not 0 <= int(doc.get("specificity", 2)) <= 3:
+        raise RuleError(path, "must be 0 (a line and its subsystem) to 3 (reasoning across ranks)", "specificity")
     if not doc["references"] or not all(isinstance(r, str) for r in doc["references"]):
         raise RuleError(path, "needs at least one reference (string)", "references")
     for i, cond in enumerate(doc.get("explains", ())):
@@ -144,7 +154,10 @@ def validate(doc: Any, path: str) -> Rule:
                 fix=doc["fix"], references=tuple(doc["references"]), tests=tests, path=path, role=role,
                 symptom_of=tuple(doc.get("symptom_of", ())), priority=int(doc.get("priority", 0)),
                 tags=tuple(doc.get("tags", ())), limit=int(doc.get("limit", 20)),
-                explains=tuple(doc.get("explains", ())), per_record=bool(doc.get("per_record", False)))
+                explains=tuple(doc.get("explains", ())), per_record=bool(doc.get("per_record", False)),
+                specificity=int(doc.get("specificity", 2)), fallback=bool(doc.get("fallback", False)),
+                group_by=doc.get("group_by"), category_from=doc.get("category_from"),
+                severity_from=doc.get("severity_from"))
 
 
 def _tname(t: Any) -> str:
@@ -286,6 +299,9 @@ def check_fields(doc: dict[str, Any], path: str) -> None:
             fields |= got
             if "as" in leaf:
                 named[str(leaf["as"])] = got
+    for key in ("group_by", "category_from", "severity_from"):  # fields of the records of a fact leaf
+        if key in doc and doc[key] not in fields:
+            raise RuleError(path, f"no matched fact has a field {doc[key]!r}", key)
     for key in ("title", "message", "fix"):
         for m in _PLACEHOLDER.finditer(doc[key]):
             a, b = m.group(1), m.group(2)

@@ -1,0 +1,192 @@
+"""What each message means: the knowledge base under ``knowledge/`` (data, not code).
+
+Every entry records, for one message format of NCCL, PyTorch distributed or a neighbour
+(gloo, aws-ofi-nccl, RCCL, nccl-tests, the kernel and driver), what the code that prints
+it was doing: the subsystem, whether the line is a root cause (and of which category), a
+symptom, context or benign, the fix, and the code it was read from.  Rules reason over
+these meanings (``fact: known_message``); they do not repeat them.
+
+The YAML is parsed once and kept as JSON in the per-user cache while no file changes
+(parsing 1.5 MB of YAML costs ~0.6 s; the JSON ~20 ms), and only when a run meets a
+problem line: a log without WARN or error lines never loads it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .identify import Identifier, Known, torch_formats
+from .schema import KnowledgeError, validate_file
+
+__all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
+           "identifier", "load", "norm_file"]
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """One message's meaning, with the context variant that applied already folded in."""
+
+    id: str
+    source: str
+    format: str
+    function: str
+    subsystem: str
+    role: str  # cause | symptom | context | benign | unknown
+    categories: tuple[str, ...]
+    severity: str  # error | warning | info
+    meaning: str
+    why: str
+    fix: str
+    ref: str
+    files: tuple[str, ...] = ()
+
+    @property
+    def category(self) -> str | None:
+        """The root-cause category (a symptom's most likely cause)."""
+        return self.categories[0] if self.categories else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "subsystem": self.subsystem, "role": self.role,
+                "category": self.category, "severity": self.severity, "meaning": self.meaning,
+                "fix": self.fix, "ref": self.ref}
+
+
+def norm_file(path: str) -> str:
+    """A source path as NCCL prints it in a WARN prefix: relative to ``src/``.
+
+    NCCL prints ``misc/socket.cc``; the catalog says ``src/misc/socket.cc``; RCCL builds
+    print ``/long/build/path/src/init.cc``.  All three become ``misc/socket.cc``-style.
+    """
+    i = path.rfind("/src/")
+    if i >= 0:
+        return path[i + 5:]
+    return path[4:] if path.startswith("src/") else path
+
+
+def _cats(v: Any) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    return tuple(v) if isinstance(v, list) else (str(v),)
+
+
+class KnowledgeBase:
+    """Entries by id; :meth:`lookup` picks the entry for the file and the context variant."""
+
+    def __init__(self, docs: list[dict[str, Any]]) -> None:
+        self._by_id: dict[str, list[dict[str, Any]]] = {}
+        self._compiled: dict[str, re.Pattern[str]] = {}
+        for doc in docs:
+            source = doc.get("source", "")
+            for e in doc.get("entries") or ():
+                e = dict(e, source=source)
+                e["_files"] = tuple(norm_file(f) for f in e.get("files") or ())
+                self._by_id.setdefault(str(e["id"]), []).append(e)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_id.values())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._by_id
+
+    def ids(self) -> list[str]:
+        return sorted(self._by_id)
+
+    def source_of(self, key: str) -> str | None:
+        cands = self._by_id.get(key)
+        return str(cands[0]["source"]) if cands else None
+
+    def formats(self) -> list[tuple[str, str, str]]:
+        """(source, id, format) of every entry."""
+        return [(str(e["source"]), key, str(e.get("format", ""))) for key, es in self._by_id.items() for e in es]
+
+    def lookup(self, key: str, *, file: str | None = None, message: str = "",
+               phase: str | None = None) -> Meaning | None:
+        """The meaning of message ``key`` printed from ``file`` (a WARN prefix path), with
+        the first context variant whose ``when`` holds for ``message`` and ``phase``."""
+        cands = self._by_id.get(key)
+        if not cands:
+            return None
+        f = norm_file(file) if file else None
+        entry = cands[0]
+        if f is not None and len(cands) > 1:
+            entry = next((e for e in cands if f in e["_files"]), next((e for e in cands if not e["_files"]), entry))
+        fields: dict[str, Any] = {k: entry.get(k) for k in ("role", "category", "severity", "meaning", "fix")}
+        for variant in entry.get("context") or ():
+            if self._holds(variant.get("when") or {}, f, message, phase):
+                fields.update({k: variant[k] for k in fields if k in variant})
+                break
+        return Meaning(id=key, source=entry["source"], format=entry.get("format", ""),
+                       function=entry.get("function", ""), subsystem=entry.get("subsystem", ""),
+                       role=fields["role"], categories=_cats(fields["category"]), severity=fields["severity"],
+                       meaning=" ".join(str(fields["meaning"]).split()),
+                       why=" ".join(str(entry.get("why", "")).split()),
+                       fix=str(fields["fix"] or "").strip(), ref=" ".join(str(entry.get("ref", "")).split()),
+                       files=tuple(entry.get("files") or ()))
+
+    def _holds(self, when: dict[str, Any], file: str | None, message: str, phase: str | None) -> bool:
+        for k, v in when.items():
+            if k == "message":
+                rx = self._compiled.get(v)
+                if rx is None:
+                    rx = self._compiled[v] = re.compile(v)
+                if rx.search(message) is None:
+                    return False
+            elif k == "phase":
+                if phase != v:
+                    return False
+            elif k == "file":
+                if file is None or norm_file(str(v)) != file:
+                    return False
+        return True
+
+
+def default_dir() -> Path:
+    """``knowledge/`` of a source checkout, else the copy shipped in the package."""
+    env = os.environ.get("NCCLSLEUTH_KNOWLEDGE")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent.parent / "knowledge", here.parent / "_knowledge"):
+        if cand.is_dir():
+            return cand
+    return here.parent.parent / "knowledge"
+
+
+def load(folder: str | Path | None = None, check: bool = False) -> KnowledgeBase:  # noqa: D417
+    """The knowledge base of ``folder`` (default: the shipped one), from the cache when no
+    file changed.  ``check`` validates every file (the tests and ``kb_check`` do; a run
+    trusts the shipped data)."""
+    return _load(str(Path(folder) if folder else default_dir()), check)
+
+
+@lru_cache(maxsize=4)
+def _load(folder: str, check: bool) -> KnowledgeBase:
+    from ..util.yamldocs import yaml_docs
+
+    docs = yaml_docs(Path(folder), "knowledge")
+    if check:
+        for path, doc in docs.items():
+            validate_file(doc, path)
+    return KnowledgeBase([docs[p] for p in sorted(docs)])
+
+
+@lru_cache(maxsize=4)
+def identifier(folder: str | None = None) -> Identifier:
+    """Lines -> message ids: NCCL's catalog, PyTorch's, and the other sources' formats."""
+    kb = load(folder)
+    others = [("torch", key, fmt) for key, fmt in torch_formats() if key not in kb or kb.source_of(key) == "torch"]
+    others += [(src, key, fmt) for src, key, fmt in kb.formats() if src not in ("nccl", "torch")]
+    return Identifier(others)
+
+
+def explain(text: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
+    """What a problem line means: the message identified, and its meaning in this context."""
+    known = identifier(folder).identify(text)
+    if known is None:
+        return None
+    meaning = load(folder).lookup(known.id, file=known.file, message=known.message, phase=phase)
+    return (known, meaning) if meaning is not None else None

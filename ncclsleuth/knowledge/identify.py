@@ -1,0 +1,148 @@
+"""Which known message a problem line is: (source, id, file, message) for the knowledge base.
+
+NCCL WARN lines are matched against NCCL's own catalog (every format of 62 releases, by
+its ``NCCL-W-...`` id), with the printing file taken from the ``FILE:LINE`` of the WARN
+prefix: the same format printed from two files can mean two things.  Other lines are
+matched against the PyTorch catalog and the formats of the knowledge base's other
+sources (gloo, aws-ofi-nccl, RCCL, nccl-tests, the kernel and driver): by a literal
+chunk of each format found in the line, then the whole format as a regex from there.
+
+Only problem lines come here (a few per rank, at most the model's cap per kind), and the
+other sources' results are cached per line text.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+# FILE:LINE (2.3..2.30.4) or FILE:LINE (FUNC) (2.30.7) before "NCCL WARN"; FILE relative to
+# src/ (a full build path in RCCL's); the prefix may be glued to a launcher's tag
+_WARN = re.compile(r"(?<![\w./+-])(?P<file>[\w./+-]+\.(?:cc|cu|cpp|cxx|c|h|hpp)):\d+(?: \([^)\s]*\))? NCCL WARN ")
+_PLACEHOLDER = re.compile(r"\$\{\w+\}|\{[^{}]*\}|%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
+                          r"(?:hh|h|ll|l|z|t|j|L)?[diuxXpfgeEcsm])")
+#: a format whose longest literal run is shorter than this says nothing on its own
+MIN_LITERAL = 10
+SHAPES = 20_000
+
+
+@dataclass(frozen=True)
+class Known:
+    """A line identified: which source printed it, the message id, the printing file."""
+
+    source: str
+    id: str
+    file: str | None
+    message: str
+
+
+def nccl_warn(text: str) -> tuple[str | None, str] | None:
+    """(file relative to src/, message) of a line holding ``NCCL WARN``, else None."""
+    at = text.rfind("NCCL WARN ")
+    if at < 0:
+        return None
+    m = _WARN.search(text, max(0, at - 300), at + 10)
+    return (m.group("file") if m else None), text[at + 10:].strip()
+
+
+class FormatIndex:
+    """Formats of one or more sources, found in free text (lines carry prefixes: a format
+    may start anywhere).  The literal parts of a format are looked for in order, each within
+    ``GAP`` characters of the previous one found (``str.find`` only: linear in the line;
+    whitespace runs compared as one space); a format matches when its longest word is in the
+    line and at least ``SHARE`` of its literal text is found: a release's other log prefix
+    (``[Rank 3]`` before 2.2, ``[PG ID 0 ... Rank 3]`` after) does not hide the message.
+    The format with the most literal text found wins."""
+
+    GAP = 400
+    SHARE = 0.75
+
+    def __init__(self, items: list[tuple[str, str, str]]) -> None:
+        #: (source, id, literal parts, literal characters, longest word)
+        self._entries: list[tuple[str, str, tuple[str, ...], int, str]] = []
+        for source, key, fmt in items:
+            lits = literal_parts(fmt)
+            if lits:
+                word = max((w for lit in lits for w in lit.split(" ")), key=len)
+                self._entries.append((source, key, lits, sum(map(len, lits)), word))
+        self._entries.sort(key=lambda e: -e[3])
+
+    def find(self, text: str) -> tuple[str, str] | None:
+        """(source, id) of the format with the most literal text found in ``text``."""
+        flat = " ".join(text.split())
+        best: tuple[int, str, str] | None = None
+        for source, key, lits, total, word in self._entries:
+            if best is not None and total <= best[0]:
+                break  # sorted by literal text: nothing later can find more
+            if word not in flat:
+                continue
+            found = self._found(flat, lits)
+            if found >= self.SHARE * total and (best is None or found > best[0]):
+                best = (found, source, key)
+        return (best[1], best[2]) if best else None
+
+    def _found(self, flat: str, lits: tuple[str, ...]) -> int:
+        pos, found, anchored = 0, 0, False
+        for lit in lits:
+            at = flat.find(lit, pos, pos + self.GAP + len(lit)) if anchored else flat.find(lit, pos)
+            if at < 0:
+                continue
+            found += len(lit)
+            pos, anchored = at + len(lit), True
+        return found
+
+
+def literal_parts(fmt: str) -> tuple[str, ...]:
+    """The literal parts of the most literal line of a format (whitespace collapsed), or ()
+    when it holds too little literal text to identify a line on its own."""
+    best: tuple[str, ...] = ()
+    fmt = fmt.replace('\\"', '"').replace("\\t", " ")  # C escapes as the catalogs keep them
+    for seg in fmt.split("\\n"):  # one line of a multi-line message
+        lits = tuple(lit for lit in (" ".join(p.split()) for p in _PLACEHOLDER.split(seg)) if lit)
+        if sum(map(len, lits)) >= max(MIN_LITERAL, sum(map(len, best)) + 1):
+            best = lits
+    return best
+
+
+class Identifier:
+    """Lines -> :class:`Known`, for one knowledge base (its non-NCCL formats) and the catalogs."""
+
+    def __init__(self, other_formats: list[tuple[str, str, str]]) -> None:
+        self._others = FormatIndex(other_formats)
+        self._shapes: dict[str, tuple[str, str] | None] = {}
+
+    def identify(self, text: str) -> Known | None:
+        warn = nccl_warn(text)
+        if warn is not None:
+            from ..parse import catalog  # only for logs with NCCL WARN lines: ~2,900 formats to index
+
+            file, msg = warn
+            fmt = catalog.lookup(msg, "WARN")
+            if fmt is not None:
+                return Known("nccl", fmt.id, file, msg)
+            hit = self._find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
+            return Known(hit[0], hit[1], file, msg) if hit else None
+        hit = self._find(text)
+        return Known(hit[0], hit[1], None, text.strip()) if hit else None
+
+    def _find(self, text: str) -> tuple[str, str] | None:
+        # keyed by the text itself, digits and all: an Xid 43 is not an Xid 45, RoCE v1 not v2
+        if text in self._shapes:
+            return self._shapes[text]
+        hit = self._others.find(text)
+        if len(self._shapes) < SHAPES:
+            self._shapes[text] = hit
+        return hit
+
+
+@lru_cache(maxsize=1)
+def torch_formats() -> tuple[tuple[str, str], ...]:
+    """(id, format) of the PyTorch catalog (``parse/data/torch_formats.tsv``)."""
+    import csv
+
+    path = Path(__file__).resolve().parent.parent / "parse" / "data" / "torch_formats.tsv"
+    with open(path, newline="") as fh:
+        rd = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        next(rd)
+        return tuple((row[0], row[4]) for row in rd)

@@ -1,0 +1,89 @@
+"""What each problem line means, from the knowledge base (``knowledge/``).
+
+``known_message``: one record per problem line the knowledge base knows (an NCCL WARN by
+its catalog id and printing file, a PyTorch / gloo / plugin / driver message by its
+format), with the meaning in this line's context: its role (cause, symptom, context,
+benign), category, severity, subsystem, what it means, the fix, and the code it was read
+from.  The phase a line belongs to decides some meanings (a refused connection during
+init is a blocked port; after init, a dead peer): a process is in ``runtime`` once one of
+its communicators printed Init COMPLETE on an earlier line of the same file.
+"""
+from __future__ import annotations
+
+from ... import knowledge
+from ...events import Event
+from ..job import JobModel
+from .base import Record, fact
+
+
+class KnownMessage(Record):
+    id: str  # the knowledge base's entry (a catalog id)
+    source: str
+    subsystem: str
+    role: str  # cause | symptom | context | benign | unknown
+    category: str | None
+    categories: list[str]
+    severity: str
+    meaning: str
+    fix: str
+    why: str
+    ref: str  # the code it was read from
+    function: str
+    file: str  # the file that printed it (NCCL)
+    message: str
+    phase: str  # init | runtime | ""
+    kind: str  # the event kind of the line
+    host: str | None
+    rank: int | None
+    pid: int | None
+
+
+def _init_done(model: JobModel) -> dict[tuple[str, str | None, int | None], int]:
+    """(file, host, pid) -> the first line where one of the process's communicators completed init."""
+    out: dict[tuple[str, str | None, int | None], int] = {}
+    for comm in model.comms.values():
+        for rs in comm.ranks.values():
+            ev = rs.complete
+            if ev is not None:
+                key = (ev.source, ev.host, ev.pid)
+                if key not in out or ev.line < out[key]:
+                    out[key] = ev.line
+    return out
+
+
+def _phase(ev: Event, done: dict[tuple[str, str | None, int | None], int],
+           started: set[tuple[str, str | None, int | None]]) -> str | None:
+    key = (ev.source, ev.host, ev.pid)
+    line = done.get(key)
+    if line is not None:
+        return "runtime" if ev.line > line else "init"
+    return "init" if key in started else None
+
+
+@fact(KnownMessage)
+def known_message(model: JobModel) -> list[KnownMessage]:
+    """Problem lines with their meaning from the knowledge base, in line order."""
+    events = model.error_events()
+    if not events:
+        return []
+    done = _init_done(model)
+    started = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
+    out: list[KnownMessage] = []
+    for ev in events:
+        hit = knowledge.explain(ev.text, _phase(ev, done, started))
+        if hit is None:
+            continue
+        known, m = hit
+        out.append(_record(ev, known, m, _phase(ev, done, started)))
+    return out
+
+
+def _record(ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str | None) -> KnownMessage:
+    rec: KnownMessage = {
+        "id": m.id, "source": m.source, "subsystem": m.subsystem, "role": m.role, "category": m.category,
+        "categories": list(m.categories), "severity": m.severity, "meaning": m.meaning, "fix": m.fix,
+        "why": m.why, "ref": m.ref, "function": m.function, "file": known.file or "", "message": known.message,
+        "phase": phase or "", "kind": ev.kind, "host": ev.host, "rank": ev.rank, "pid": ev.pid,
+        "evidence": [ev],
+    }
+    return rec

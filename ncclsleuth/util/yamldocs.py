@@ -1,0 +1,95 @@
+"""YAML data folders (the rule pack, the knowledge base), parsed once and kept as JSON.
+
+The parsed documents of a folder are kept in the per-user cache folder and used while no
+file changed (same names, sizes and mtimes): start-up then neither imports PyYAML nor
+parses the files (54 rule files: ~16 ms of a 130 ms chat-ops answer; the 1.5 MB
+knowledge base: 0.6 s against 20 ms).  Callers still validate what they load, so errors
+read the same with or without the cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .cache import cache_dir, digest, read_json, write_atomic
+
+
+class YamlFileError(ValueError):
+    """A data file that cannot be read or is not valid YAML."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+def read_yaml(path: Path) -> Any:
+    """One file, parsed with the safe loader (libyaml's when present: 7x faster)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise YamlFileError(str(path), f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise YamlFileError(str(path), f"cannot read: {exc}") from None
+
+
+def yaml_docs(folder: Path, kind: str) -> dict[str, Any]:
+    """Every ``*.yaml`` under ``folder`` (path -> parsed document), from the cache when no
+    file changed; raises :class:`YamlFileError` for the first file that cannot be read."""
+    paths = sorted(folder.rglob("*.yaml"))
+    cached = cached_docs(kind, folder, paths)
+    if cached is not None:
+        return cached
+    docs = {str(p): read_yaml(p) for p in paths}
+    save_docs(kind, folder, paths, docs)
+    return docs
+
+
+def _manifest(paths: list[Path]) -> list[list[Any]]:
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            return []
+        out.append([str(p), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def _docs_path(kind: str, folder: Path) -> str | None:
+    base = cache_dir()
+    if base is None:
+        return None
+    return os.path.join(base, f"{kind}-" + digest(str(folder.resolve()).encode()) + ".json")
+
+
+def cached_docs(kind: str, folder: Path, paths: list[Path]) -> dict[str, Any] | None:
+    """The documents of ``paths`` as last parsed, or None when a file changed or none are kept."""
+    where = _docs_path(kind, folder)
+    data = read_json(where) if where is not None else None
+    if not isinstance(data, dict) or data.get("manifest") != _manifest(paths) or not isinstance(data.get("docs"), dict):
+        return None
+    docs: dict[str, Any] = data["docs"]
+    return docs if all(str(p) in docs for p in paths) else None
+
+
+def save_docs(kind: str, folder: Path, paths: list[Path], docs: dict[str, Any]) -> None:
+    """Keep the parsed documents of ``paths`` (nothing when JSON would change them)."""
+    where = _docs_path(kind, folder)
+    manifest = _manifest(paths)
+    if where is None or not manifest:
+        return
+    try:
+        text = json.dumps({"manifest": manifest, "docs": docs})
+    except (TypeError, ValueError):  # a YAML value JSON cannot hold (a date): no cache
+        return
+    if json.loads(text)["docs"] != docs:  # int keys, tuples: JSON would change the document
+        return
+    write_atomic(where, text)

@@ -1,0 +1,130 @@
+"""The knowledge base (knowledge/): valid against its schema, consistent with the shipped
+catalogs, complete over NCCL's core WARN call sites, and looked up as documented."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from ncclsleuth import knowledge
+from ncclsleuth.knowledge.identify import literal_parts, torch_formats
+from ncclsleuth.knowledge.schema import check_file
+from ncclsleuth.parse import catalog
+from ncclsleuth.util.yamldocs import yaml_docs
+
+DOCS = yaml_docs(knowledge.default_dir(), "knowledge-test")
+ENTRIES = [(Path(path).name, doc.get("source"), e) for path, doc in sorted(DOCS.items())
+           for e in doc.get("entries") or ()]
+NCCL = [(f, e) for f, s, e in ENTRIES if s == "nccl"]
+TORCH = [(f, e) for f, s, e in ENTRIES if s == "torch"]
+
+
+@pytest.mark.parametrize("path", sorted(DOCS), ids=lambda p: Path(p).name)
+def test_every_file_follows_the_schema(path):
+    assert check_file(DOCS[path]) == []
+
+
+def test_nccl_entries_name_catalog_formats_and_files():
+    formats = catalog.by_id()
+    problems = []
+    for fname, e in NCCL:
+        fmt = formats.get(e["id"])
+        if fmt is None:
+            problems.append(f"{fname} {e['id']}: not in the catalog")
+        elif fmt.format != e["format"]:
+            problems.append(f"{fname} {e['id']}: format differs from the catalog's {fmt.format!r}")
+        elif not set(e.get("files") or ()) <= set(fmt.files):
+            problems.append(f"{fname} {e['id']}: files {e['files']} not all in {fmt.files}")
+    assert problems == []
+
+
+def test_every_core_warn_call_site_has_exactly_one_entry():
+    """Coverage: each (file, format) of an NCCL core WARN (src/, all releases) is explained once."""
+    owner: dict[tuple[str, str], list[str]] = defaultdict(list)
+    formats = catalog.by_id()
+    for fname, e in NCCL:
+        for f in e.get("files") or formats[e["id"]].files:
+            owner[(f, e["id"])].append(fname)
+    sites = {(f, fmt.id) for fmt in formats.values() if fmt.level == "WARN" for f in fmt.files if f.startswith("src/")}
+    assert len(sites) > 1400
+    assert sorted(s for s in sites if s not in owner) == []
+    assert {s: o for s, o in owner.items() if len(o) > 1} == {}
+
+
+def test_torch_entries_name_catalog_messages_and_cover_them():
+    cat = dict(torch_formats())
+    assert [e["id"] for _, e in TORCH if cat.get(e["id"]) != e["format"]] == []
+    assert sorted(set(cat) - {e["id"] for _, e in TORCH}) == []
+
+
+def test_other_sources_have_examples_that_identify():
+    """A neighbour's entry with an example line: the line is identified (as that entry, or as
+    another source's message of the same text), so the formats match what the programs print.
+    Entries for values inside a block (a ``nvidia-smi topo -m`` cell, an ``ibstat`` field)
+    hold too little literal text to find a line by and are read by block parsers instead."""
+    wrong = []
+    for fname, source, e in ENTRIES:
+        if source in ("nccl", "torch") or not e.get("example") or not literal_parts(e["format"]):
+            continue
+        line = " ".join(str(e["example"]).splitlines())  # a message printed over lines, as one
+        if knowledge.identifier().identify(line) is None:
+            wrong.append(f"{fname} {e['id']}: {line[:100]!r}")
+    assert wrong == []
+
+
+def _kb(entries: list[dict]) -> knowledge.KnowledgeBase:
+    base = {"function": "f", "subsystem": "socket", "severity": "error", "meaning": "m", "why": "w", "fix": "",
+            "ref": "r", "format": "x"}
+    return knowledge.KnowledgeBase([{"source": "nccl", "entries": [{**base, **e} for e in entries]}])
+
+
+def test_lookup_picks_the_entry_of_the_printing_file():
+    kb = _kb([{"id": "A", "files": ["src/bootstrap.cc"], "role": "cause", "category": "rendezvous_misconfig"},
+              {"id": "A", "files": ["src/transport/net_socket.cc"], "role": "cause", "category": "collective_desync"}])
+    assert kb.lookup("A", file="bootstrap.cc").category == "rendezvous_misconfig"  # type: ignore[union-attr]
+    assert kb.lookup("A", file="transport/net_socket.cc").category == "collective_desync"  # type: ignore[union-attr]
+    # an RCCL build path names the same file
+    assert kb.lookup("A", file="/build/rccl/hipify/src/bootstrap.cc").category == "rendezvous_misconfig"  # type: ignore[union-attr]
+    assert kb.lookup("B") is None
+
+
+def test_the_first_context_variant_that_holds_wins():
+    kb = _kb([{"id": "C", "role": "cause", "category": "network_blocked", "context": [
+        {"when": {"message": "refused", "phase": "runtime"}, "role": "symptom", "category": "peer_failure"},
+        {"when": {"message": "refused"}, "meaning": "port closed"},
+        {"when": {"phase": "runtime"}, "role": "symptom", "category": "peer_failure", "meaning": "peer died"}]}])
+    m = kb.lookup("C", message="Connection refused", phase="runtime")
+    assert (m.role, m.category, m.meaning) == ("symptom", "peer_failure", "m")  # type: ignore[union-attr]
+    m = kb.lookup("C", message="Connection refused", phase="init")
+    assert (m.role, m.category, m.meaning) == ("cause", "network_blocked", "port closed")  # type: ignore[union-attr]
+    m = kb.lookup("C", message="timed out", phase="runtime")
+    assert (m.role, m.meaning) == ("symptom", "peer died")  # type: ignore[union-attr]
+    assert kb.lookup("C", message="timed out").role == "cause"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("line, source, key", [
+    ("node5:240:240 [6] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_open_device failed", "nccl", "NCCL-W-ca11100b"),
+    ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:c-57:815:864 [0] misc/ibvwrap.cu:220 NCCL WARN Call to "
+     "ibv_get_async_event failed", "nccl", "NCCL-W-81fa9200"),
+    ("[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog "
+     "caught collective operation timeout: WorkNCCL(SeqNum=1245, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+     "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.", "torch", "PGN-WD-TIMEOUT"),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/4 clients joined.",
+     "torch", "TCP-WAIT-WORKERS"),
+])
+def test_lines_are_identified(line, source, key):
+    hit = knowledge.identifier().identify(line)
+    assert hit is not None and (hit.source, hit.id) == (source, key)
+
+
+def test_identification_keeps_numbers_that_name_the_message():
+    """Xid 43 and Xid 79 are different messages: the cache must not fold them."""
+    idf = knowledge.identifier()
+    a = idf.identify("[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.")
+    b = idf.identify("[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 43, pid=1234, Ch 00000008")
+    assert a is not None and b is not None and a.id != b.id
+
+
+def test_a_line_nobody_knows_is_not_identified():
+    assert knowledge.identifier().identify("step 12 loss 0.53 time 41.2ms") is None

@@ -235,6 +235,7 @@ class IbNetdev(Event):
     port: int | None = None
     netdev: str = ""
     up: bool = False
+    node: str | None = None
 
 
 @ev("nvsmi_header")

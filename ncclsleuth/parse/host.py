@@ -192,6 +192,12 @@ def _b_link(f: Fields) -> None:
         f["speed_downgraded"], f["width_downgraded"] = m.group(2) == "downgraded", m.group(4) == "downgraded"
 
 
+def _b_ib_netdev(f: Fields) -> None:
+    dev, _, port = str(f.pop("_ibdevport", "")).rpartition(" port ")
+    f["device"], f["port"] = dev, port
+    f["up"] = str(f.pop("updown", "")) == "Up"
+
+
 def _b_tool(f: Fields) -> None:
     q = f.pop("_quoted", None)
     if q:
@@ -252,6 +258,7 @@ FIXERS: dict[str, Callable[[Fields], Any]] = {
     "ulimit_value": _b_ulimit,
     "tool_output": _b_tool,
     "pci_acs": _b_acs,
+    "ib_netdev": _b_ib_netdev,
     "pci_link": _b_link,
     "service_status": _b_service,
     "nvsmi_header": _b_nvsmi_header,
@@ -306,4 +313,5 @@ PRE_FIXERS: dict[str, Callable[[Fields, str], Any]] = {
     "kernel_module": _pre_module,
     "crash_signal": _pre_crash,
     "tool_output": _pre_tool,
+    "ib_netdev": _pre_tool,
 }

@@ -31,8 +31,14 @@ _ZERO_LID = {"0", "0x0", "0x0000"}
 
 
 def host_of(model: JobModel, ev: E.Event) -> str:
-    """The host a tool line belongs to: named on it, else its file's host, else its file."""
-    return ev.host or getattr(ev, "node", None) or model.source_hosts().get(ev.source) or ev.source
+    """The host a tool line belongs to: named on it, else its file's host, else its file
+    (a paste per node: what groups one node's lines, not a host name; see :func:`host_name`)."""
+    return host_name(model, ev) or ev.source
+
+
+def host_name(model: JobModel, ev: E.Event) -> str | None:
+    """The host a tool line names (its envelope, a ``node1:`` label) or its file's host."""
+    return ev.host or getattr(ev, "node", None) or model.source_hosts().get(ev.source)
 
 
 def _path_rank(cell: str) -> int:
@@ -43,7 +49,7 @@ def _path_rank(cell: str) -> int:
 
 
 class IbPortState(Record):
-    host: str
+    host: str  # "?" where neither the line nor its file names one
     device: str
     port: int | None
     state: str  # Active | Down | Initializing | Armed | ?
@@ -89,7 +95,7 @@ def ib_port_state(model: JobModel) -> list[IbPortState]:
         no_sm = (state in ("Initializing", "Armed") and (ev.sm_lid or "").lower() in _ZERO_LID
                  and (ev.link_layer or "InfiniBand") == "InfiniBand")
         in_use = ev.device in used
-        out.append({"host": host, "device": ev.device, "port": ev.port, "state": state,
+        out.append({"host": host_name(model, ev) or "?", "device": ev.device, "port": ev.port, "state": state,
                     "phys_state": ev.phys_state or "?", "link_layer": ev.link_layer or "?",
                     "sm_lid": ev.sm_lid or "?", "rate": ev.rate or "?", "tool": ev.tool, "down": down,
                     "no_sm": no_sm, "active_on_host": active[host], "used_by_nccl": in_use,
@@ -213,9 +219,9 @@ def gpu_nic_far(model: JobModel) -> list[GpuNicPath]:
             key = (host_of(model, ev), ev.block)
             far[key].append((ev, legend.get((key[0], key[1], col)) or col, cell))
     out: list[GpuNicPath] = []
-    for (host, _), items in far.items():
+    for items in far.values():
         for ev, nic, cell in items:
-            out.append({"host": host, "gpu": getattr(ev, "device", ""), "nic": nic, "path": cell,
+            out.append({"host": host_name(model, ev) or "?", "gpu": getattr(ev, "device", ""), "nic": nic, "path": cell,
                         "gpus_far": len(items), "evidence": [ev]})
     return out
 
@@ -242,11 +248,11 @@ def xid_repeats(model: JobModel) -> list[XidRepeats]:
         if xid in APP_XIDS:
             seen[(host_of(model, ev), getattr(ev, "pci", ""), int(xid))].append(ev)
     out: list[XidRepeats] = []
-    for (host, pci, xid), evs in seen.items():
+    for (_, pci, xid), evs in seen.items():
         pids = sorted({p for ev in evs if (p := getattr(ev, "xid_pid", None)) is not None})
         if len(pids) >= 2:
-            out.append({"host": host, "pci": pci, "xid": xid, "count": len(evs), "processes": len(pids),
-                        "pids": ", ".join(map(str, pids[:8])), "evidence": evs[:8]})
+            out.append({"host": host_name(model, evs[0]) or "?", "pci": pci, "xid": xid, "count": len(evs),
+                        "processes": len(pids), "pids": ", ".join(map(str, pids[:8])), "evidence": evs[:8]})
     return out
 
 

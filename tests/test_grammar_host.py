@@ -103,3 +103,27 @@ def test_gid_and_size_values():
     assert ipv4_of("fe80:0000:0000:0000:ba59:9fff:fe1e:4f8a") is None
     assert size_bytes("64M") == 64 << 20 and size_bytes("1.5G") == int(1.5 * (1 << 30))
     assert size_bytes("65536", blocks=1024) == 64 << 20 and size_bytes("-") is None
+
+
+def test_a_flood_of_headerless_port_lines_reads_back_a_bounded_number_of_lines(monkeypatch):
+    """Each ibstatus state line starts a block that reads its header back; a hostile file of
+    such lines without a header costs each line its own work, not 64 lines read back each."""
+    import ncclsleuth.parse.blocks as B
+
+    calls = []
+    real = B._indent_and_body
+    monkeypatch.setattr(B, "_indent_and_body", lambda t, p: calls.append(1) or real(t, p))
+    n = 3000
+    got = _slow("state:\t\t 4: ACTIVE\n" * n)  # not indented: each line ends the block before it
+    assert len([e for e in got if e.kind == "tool_output"]) == n
+    assert len(calls) < 4 * n  # (64 lines read back each: ~190,000)
+
+
+def test_a_block_ends_after_its_line_budget():
+    from ncclsleuth.parse.blocks import MAX_BLOCK_LINES
+
+    text = ("CA 'mlx5_0'\n\tPort 1:\n\t\tState: Active\n" + "\t\tx: y\n" * (MAX_BLOCK_LINES + 5)
+            + "h:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43127> failed : "
+              "Connection refused\n")
+    kinds = [e.kind for e in _fast(text)]
+    assert kinds[-1] == "socket_error" and kinds.count("ib_port") == 1

@@ -32,10 +32,18 @@ from .envelope import peel
 #: lines before the opening line a reader may read its header from (and their characters)
 LOOKBACK = 64
 LOOKBACK_CHARS = 16384
+#: lines a block may hold (nvidia-smi -q of 8 GPUs: ~2,500): a hostile file of indented lines
+#: after a header is not read line by line to its end
+MAX_BLOCK_LINES = 20_000
+#: openers per file that may read lines back (a file of a million headerless "state:" lines
+#: is not read back a million times)
+MAX_LOOKBACKS = 1000
 #: lines a crash report may have between its signal line and the first frame (gdb chatter)
 FRAME_GAP = 8
 
 Make = Callable[..., E.Event]
+#: the lines before the opening one, when a reader asks (reading them back costs: only on demand)
+Recent = Callable[[], list[tuple[int, str]]]
 
 
 #: what may stand before a block line's indentation: a Markdown quote, backticks, a torchrun
@@ -78,7 +86,7 @@ class Reader:
             fields.setdefault("block", self.block)
         return cls(source=self.source, line=lineno, text=text, host=self.host, rank=self.rank, **fields)
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         """Events of the opening line (and of the lines before it the reader reads back)."""
         return []
 
@@ -102,7 +110,7 @@ class TopoReader(Reader):
 
     tool = "topo"
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         head = str(getattr(opener, "detail", "")).split()
         self.columns = tuple(head[:head.index("CPU")] if "CPU" in head else head)
         self.in_legend = False
@@ -134,6 +142,8 @@ class TopoReader(Reader):
 # ---------------------------------------------------------------------- ibstat / ibstatus / ibv_devinfo
 
 _IB_DEVICE = re.compile(r"^(?:CA '([^']+)'|Infiniband device '([^']+)' port (\d+) status:|hca_id:\s*(\S+))\s*$")
+#: a raw line that may hold such a header (looked for before the line is peeled)
+_IB_DEVICE_RAW = re.compile(r"CA '|Infiniband device '|hca_id:")
 _IB_PORT = re.compile(r"^(?:Port (\d+):|port:\s*(\d+))\s*$")
 _IB_KV = re.compile(r"^([A-Za-z][\w ]*?|GID\[\s*\d+\])\s*:\s*(.*?)\s*$")
 _GID = re.compile(r"^gid\[\s*(\d+)\]$", re.I)
@@ -171,7 +181,7 @@ class IbReader(Reader):
     A port's event is made when the next port, adapter or the end of the block comes, on its
     state line (the line a finding quotes); GID entries as they come."""
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         self.tool = str(getattr(opener, "tool", ""))
         self.device: str | None = None
         self.port: int | None = None
@@ -179,12 +189,13 @@ class IbReader(Reader):
         self.blank = False
         out: list[E.Event] = []
         if getattr(opener, "name", None) is None:  # opened at a state line: read the header back
-            start = next((i for i in range(len(recent) - 1, -1, -1)
-                          if _IB_DEVICE.match(_indent_and_body(recent[i][1], self.prefix)[1])), None)
+            back = recent()
+            start = next((i for i in range(len(back) - 1, -1, -1) if _IB_DEVICE_RAW.search(back[i][1])
+                          and _IB_DEVICE.match(_indent_and_body(back[i][1], self.prefix)[1])), None)
             if start is None:
                 self.device = "?"  # a port pasted without its adapter's header
             else:
-                for lineno, text in recent[start:]:
+                for lineno, text in back[start:]:
                     out.extend(self.feed(lineno, text) or [])
         out.extend(self.feed(opener.line, opener.text) or [])
         return out
@@ -308,7 +319,7 @@ class ServiceReader(Reader):
 
     tool = "service"
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         self.unit = str(getattr(opener, "name", "") or "")
         self.description = getattr(opener, "detail", None) or None
         self.fields: dict[str, Any] = {}
@@ -372,7 +383,7 @@ class DfReader(Reader):
 
     tool = "df"
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         head = str(getattr(opener, "detail", ""))
         self.typed = " Type " in f" {head} "
         m = re.search(r"(\d+)([KMG]?)-blocks", head)
@@ -415,7 +426,7 @@ class NvsmiQReader(Reader):
 
     tool = "nvsmi_q"
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         self.gpu: str | None = getattr(opener, "name", None)
         self.stack: list[tuple[int, str]] = []
         self.blanks = 0
@@ -462,7 +473,7 @@ class NvsmiTableReader(Reader):
 
     tool = "nvsmi_table"
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         self.pending: tuple[int, str, dict[str, Any]] | None = None
         return []
 
@@ -500,6 +511,8 @@ _GDB_FRAME = re.compile(r"^#(\d+)\s+(?:0x[0-9a-fA-F]+ in )?(\S+?)\s*\(.*?\)(?: f
 _C10_FRAME = re.compile(r"^frame #(\d+):\s+(.*?) \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in (\S+)\)\s*$")
 _BT_SKIP = re.compile(r"^(?:=+ ?backtrace \(tid:\s*\d+\) ?=+|\[Switching to .*\]|\(gdb\).*|\[Thread debugging.*"
                       r"|\[New Thread .*\]|Using host libthread_db.*)$")
+#: what gdb prints between "received signal" and its backtrace: the current frame
+_GDB_HERE = re.compile(r"^0x[0-9a-fA-F]+ in \S")
 
 
 def is_nccl_frame(function: str, library: str | None) -> bool:
@@ -512,7 +525,7 @@ class FrameReader(Reader):
     func () from lib``, glibc ``lib(func+0x..)[0x..]``) or after PyTorch's ``Exception raised
     from ...`` (``frame #N: func + 0x.. (0x.. in lib)``)."""
 
-    def start(self, opener: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, opener: E.Event, recent: Recent) -> list[E.Event]:
         self.tool = "c10" if opener.kind == "tool_output" else str(getattr(opener, "tool", ""))
         self.frames = 0
         self.gap = 0
@@ -528,12 +541,12 @@ class FrameReader(Reader):
                               where=where, tool=tool, nccl=is_nccl_frame(function, library))]
         if body and set(body) == {"="} and self.frames:  # UCX's closing line
             return []
-        if body and _BT_SKIP.match(body):
+        if body and (_BT_SKIP.match(body) or _BT_SKIP.match(text.strip())):  # "(gdb) bt" peels as a Ray tag
             return []
-        if self.frames or self.tool in ("c10", "shell", "python"):
+        if self.frames or self.tool != "gdb" or not _GDB_HERE.match(body):
             return None
-        self.gap += 1
-        return [] if self.gap <= FRAME_GAP and body[:1] != "#" else None
+        self.gap += 1  # gdb's current frame before "(gdb) bt"
+        return [] if self.gap <= FRAME_GAP else None
 
     @staticmethod
     def _frame(body: str) -> tuple[int | None, str, str | None, str | None, str] | None:
@@ -581,13 +594,14 @@ class Blocks:
     """The block open in one file (at most one): :meth:`start` on an opener event, then
     :meth:`feed` with each following line until it returns None."""
 
-    __slots__ = ("source", "open")
+    __slots__ = ("source", "open", "lines")
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.open: Reader | None = None
+        self.lines = 0
 
-    def start(self, ev: E.Event, recent: list[tuple[int, str]]) -> list[E.Event]:
+    def start(self, ev: E.Event, recent: Recent) -> list[E.Event]:
         """Open the reader ``ev`` starts (if any); events of the lines it reads back."""
         cls: type[Reader] | None
         if ev.kind == "tool_output":
@@ -603,7 +617,7 @@ class Blocks:
             return out
         reader = cls(ev, _prefix_of(ev), self.source)
         out.extend(reader.start(ev, recent))
-        self.open = reader
+        self.open, self.lines = reader, 0
         return out
 
     def feed(self, lineno: int, text: str) -> tuple[list[E.Event], bool]:
@@ -611,6 +625,9 @@ class Blocks:
         reader = self.open
         if reader is None:
             return [], False
+        self.lines += 1
+        if self.lines > MAX_BLOCK_LINES:
+            return self.close(), False
         try:
             got = reader.feed(lineno, text)
         except Exception:  # noqa: BLE001 - a garbled line ends the block, never the run

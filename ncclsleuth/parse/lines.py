@@ -17,12 +17,13 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
 from .anchors import PREFILTER, STEP_START, anchor_starts
-from .blocks import LOOKBACK, LOOKBACK_CHARS, OPENERS, Blocks
+from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache
@@ -143,6 +144,7 @@ class FileParser:
         self._bpos = 0
         self._tail = ""
         self._tail_cut = False
+        self._lookbacks = 0
 
     # ------------------------------------------------------------------ public
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
@@ -335,7 +337,7 @@ class FileParser:
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
                 if k in OPENERS:  # the first line of a tool's block: its reader takes the next lines
-                    evs = self._blocks.start(ev, self._recent(lineno))
+                    evs = self._blocks.start(ev, partial(self._recent, lineno))
                     self._count(evs)
                     out.extend(evs)
         if len(recs) == 1 and len(out) == 1 and recs[0].family == "other" and self._holds(recs[0], out[0]):
@@ -353,6 +355,9 @@ class FileParser:
         ``LOOKBACK`` of them, whole lines only, at most ``LOOKBACK_CHARS`` characters; the
         same on the fast path (from the text being scanned and the end of the block before
         it) as line by line."""
+        self._lookbacks += 1
+        if self._lookbacks > MAX_LOOKBACKS:  # a flood of headerless port lines: read none back
+            return []
         if self._btext is not None:
             start, cut = self._bpos, self._tail_cut
             if start > 0:  # the lines of this block before the current one (and the block before)

@@ -11,7 +11,7 @@ import pytest
 from _linecases import check, ident, load
 
 from ncclsleuth.ingest.blocks import BlockReader
-from ncclsleuth.ingest.sources import MemoryInput
+from ncclsleuth.ingest.memory import MemoryInput
 from ncclsleuth.parse.blocks import LOOKBACK, ipv4_of, port_state, size_bytes
 from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser

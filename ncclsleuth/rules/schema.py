@@ -15,6 +15,7 @@ from typing import Any
 from ..events import REGISTRY
 from ..knowledge.schema import CATEGORIES
 from ..model.facts import SPECS
+from .template import placeholders
 
 
 class Severity(enum.IntEnum):
@@ -245,10 +246,9 @@ def facts_of(cond: dict[str, Any]) -> set[str]:
 
 # ---------------------------------------------------------------------- names and fields
 #: placeholders every finding can fill besides the matched items' fields (rules/findings.py)
-EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks"})
+EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks", "host", "rank", "who"})
 #: what an event item has besides the event's fields (rules/match.py)
 _EVENT_EXTRAS = frozenset({"kind", "message_text"})
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
 
 
 def _leaves(c: dict[str, Any], where: str, positive: bool = True) -> Iterator[tuple[bool, dict[str, Any], str]]:
@@ -300,8 +300,7 @@ def check_fields(doc: dict[str, Any], path: str) -> None:
             if "as" in leaf:
                 named[str(leaf["as"])] = got
     for key in ("title", "message", "fix"):
-        for m in _PLACEHOLDER.finditer(doc[key]):
-            a, b = m.group(1), m.group(2)
+        for a, b, _optional in placeholders(doc[key]):
             if b is None and a not in fields:
                 raise RuleError(path, f"placeholder {{{a}}}: no matched event or fact has a field {a!r}", key)
             if b is not None and (a not in named or b not in named[a]):

@@ -8,7 +8,7 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import load_rules, no_color_option, rule_options
+from .options import color_option, config_option, load_rules, rule_options, settings, terminal_width, use_color
 
 _SEV = {"info": 0, "warning": 1, "error": 2}
 
@@ -24,7 +24,12 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(exc)) from None
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  ncclsleuth watch runs/job-4812/                       # a live view of the job as it starts
+  ncclsleuth watch runs/job-4812/ --format jsonl        # new / updated / resolved findings for bots
+  ncclsleuth watch runs/job-4812/ --once                # the verdict now
+""")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--interval", type=click.FloatRange(0.05, 10.0), default=0.5, show_default=True,
               help="Seconds between polls (stat of every followed file; only changed files are read).")
@@ -42,10 +47,12 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
               help="Stop with exit code 1 at the first finding of this severity or above.")
 @click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
 @rule_options
-@no_color_option
+@color_option
+@config_option
 @guard
 def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, fmt: str, exit_on: str,
-          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, no_color: bool) -> None:
+          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, color: str, no_color: bool,
+          config: str | None) -> None:
     """Follow the logs of a starting job (files or folders) and diagnose as lines arrive.
 
     New files in the folders are picked up as ranks start; only appended bytes are read;
@@ -58,9 +65,9 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     from ..renderers.live import finding_jsonl, finding_line, verdict_line
     from ..rules.findings import Finding
 
-    rules = load_rules(rule_dirs, keep_going)
+    rules = load_rules(rule_dirs, keep_going, config=settings(config))
     out = sys.stdout
-    color = not no_color and sys.stdout.isatty()
+    colored = use_color(color, no_color)
     t0 = time.time()
 
     def emit_jsonl(fd: Finding) -> None:
@@ -79,8 +86,9 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     def final(code_from_findings: bool = True) -> None:
         rep = w.current_report()
         if fmt in ("terminal", "json", "markdown") or (fmt == "live" and once):
-            text = render("terminal" if fmt == "live" else fmt, rep, color=color)
-            click.echo(text, nl=not text.endswith("\n"))
+            opts = {"width": terminal_width()} if fmt in ("live", "terminal") else {}
+            text = render("terminal" if fmt == "live" else fmt, rep, color=colored, **opts)
+            click.echo(text, nl=not text.endswith("\n"), color=colored)
         elif fmt == "jsonl" and once:
             for fd in rep.findings:
                 emit_jsonl(fd)
@@ -104,7 +112,7 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
         from rich.console import Console
         from rich.live import Live
 
-        live = Live(w.renderable(), console=Console(no_color=no_color), refresh_per_second=4, transient=False)
+        live = Live(w.renderable(), console=Console(no_color=not colored), refresh_per_second=4, transient=False)
         live.start()
     try:
         while True:

@@ -7,6 +7,10 @@ used, so start-up stays light.
 from __future__ import annotations
 
 import importlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 RENDERERS = {
@@ -33,3 +37,84 @@ def host_runs(order: list[int], rank_host: dict[int, str]) -> list[tuple[str, li
         else:
             groups.append((h, [r]))
     return groups
+
+
+_SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+@dataclass
+class Line:
+    """An evidence line as shown: the first of its repeats, how many, by whom."""
+
+    line: int
+    text: str
+    count: int = 1
+    who: str = ""
+
+
+def collapse(evidence: Sequence[Any]) -> list[tuple[str, list[Line]]]:
+    """Evidence per file (files in the order they first appear, lines in order); a line
+    repeated with other numbers (the same WARN from 8 ranks) is shown once, under its
+    first occurrence, with the count and the ranks (or files) that printed it.  Lines a
+    finding collapsed already (``Finding.shown``: over all its evidence) keep their counts."""
+    first: dict[str, tuple[Any, list[Any]]] = {}
+    for e in evidence:
+        key = _SHAPE.sub("#", e.text.strip())
+        first.setdefault(key, (e, []))[1].append(e)
+    per_file: dict[str, list[Line]] = {}
+    for e, same in first.values():
+        count = sum(getattr(x, "count", 1) for x in same)
+        per_file.setdefault(e.file, []).append(Line(e.line, e.text, count, _who(same, count)))
+    return [(path, sorted(lines, key=lambda x: x.line)) for path, lines in per_file.items()]
+
+
+def _who(same: Sequence[Any], count: int) -> str:
+    """``ranks 0-3, 5`` (every line names its rank), else ``7 files``, else ''."""
+    if count < 2:
+        return ""
+    from ..model.stats import ranges
+
+    ranks: set[int] = set()
+    named = 0
+    files = 0
+    for e in same:
+        rs = getattr(e, "ranks", ()) or ((e.rank,) if getattr(e, "rank", None) is not None else ())
+        ranks.update(rs)
+        named += getattr(e, "count", 1) if rs and len(rs) >= getattr(e, "count", 1) else 0
+        files += getattr(e, "files", 1)
+    if ranks and named >= count:
+        return ("ranks " if len(ranks) > 1 else "rank ") + ranges(ranks, ", ")
+    return f"{files} files" if files > 1 else ""
+
+
+def common_dir(paths: Sequence[str]) -> str:
+    """The folder all these files are in ('' when none is shared, or for one bare name)."""
+    dirs = [os.path.dirname(p) for p in paths if p and not p.startswith("<")]
+    if not dirs:
+        return ""
+    try:
+        return os.path.commonpath(dirs)
+    except ValueError:  # absolute and relative paths mixed
+        return ""
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+
+
+def reflow(text: str, wrapped_at: int = 60) -> list[str]:
+    """The lines of a fix as its author meant them: a line the author wrapped by hand (the
+    one before it is long, the indent carries on, it is no list item, the one before does
+    not end in ':') is joined to it, so a narrower terminal wraps the sentence once, not twice."""
+    out: list[str] = []
+    for line in text.strip("\n").splitlines():
+        if out and line.strip() and not _BULLET.match(line):
+            prev = out[-1]
+            prev_indent = len(prev) - len(prev.lstrip(" "))
+            item = _BULLET.match(prev)
+            indent = len(line) - len(line.lstrip(" "))
+            if (len(prev.strip()) >= wrapped_at and not prev.rstrip().endswith(":")
+                    and indent in (prev_indent, item.end() if item else prev_indent)):
+                out[-1] = prev.rstrip() + " " + line.strip()
+                continue
+        out.append(line)
+    return out

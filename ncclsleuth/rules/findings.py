@@ -26,6 +26,14 @@ class Evidence:
     file: str
     line: int
     text: str
+    #: the rank that wrote the line, where the line says (not in the JSON: the renderers
+    #: name the ranks of repeated lines with it)
+    rank: int | None = field(default=None, compare=False)
+    #: in :attr:`Finding.shown`: how many evidence lines read like this one (numbers aside),
+    #: the ranks and the number of files that printed them
+    count: int = field(default=1, compare=False)
+    ranks: tuple[int, ...] = field(default=(), compare=False)
+    files: int = field(default=1, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "text": self.text}
@@ -56,6 +64,9 @@ class Finding:
     #: placeholders of the title/message/fix that had no value and said "unknown" (the
     #: rule pack's tests fail on any: a template drops the clause or gives a default)
     unfilled: list[str] = field(default_factory=list, repr=False, compare=False)
+    #: the evidence as people read it: a line repeated by many ranks (numbers aside) once,
+    #: with its count and ranks, over every evidence line, not only those kept (not in the JSON)
+    shown: list[Evidence] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule_id": self.rule_id, "name": self.name, "category": self.category, "severity": self.severity,
@@ -122,11 +133,31 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
     f = Finding(rule_id=rule.id, name=rule.name, category=category, severity=severity,
                 confidence=rule.confidence, title=fill(rule.title), message=" ".join(fill(rule.message).split()),
                 fix=fill(rule.fix).strip(), references=list(rule.references),
-                evidence=[Evidence(ev.source, ev.line, ev.text) for ev in ordered[: rule.limit]],
+                evidence=[Evidence(ev.source, ev.line, ev.text, ev.rank) for ev in ordered[: rule.limit]],
                 evidence_total=len(ordered), role=rule.role, hosts=hosts, ranks=ranks,
-                explained=set(evs), symptom_of=symptom_of, unfilled=unfilled)
+                explained=set(evs), symptom_of=symptom_of, unfilled=unfilled,
+                shown=collapsed(ordered, rule.limit))
     first = model.order_key(ordered[0]) if ordered else (1 << 30, 0)
     return f, first
+
+
+_SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+def collapsed(events: Sequence[Event], limit: int) -> list[Evidence]:
+    """One line per message shape (digits and hex masked: the same WARN from 512 ranks),
+    the first of each in the given order, with how many there were and who printed them;
+    at most ``limit`` lines."""
+    groups: dict[str, list[Event]] = {}
+    for ev in events:
+        groups.setdefault(_SHAPE.sub("#", ev.text.strip()), []).append(ev)
+    out: list[Evidence] = []
+    for same in list(groups.values())[:limit]:
+        first = same[0]
+        ranks = tuple(sorted({ev.rank for ev in same if ev.rank is not None}))
+        out.append(Evidence(first.source, first.line, first.text, first.rank, count=len(same), ranks=ranks,
+                            files=len({ev.source for ev in same})))
+    return out
 
 
 def _who(hosts: Sequence[str], ranks: Sequence[int]) -> str | None:

@@ -57,7 +57,7 @@ def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, reda
         from ..report.redact import redact as do_redact
 
         report = do_redact(report)  # the figures too, with the same placeholders
-    header: dict[str, object] = {"command": " ".join(["ncclsleuth", *sys.argv[1:]]), "inputs": list(paths)}
+    header: dict[str, object] = {"command": _command_line(paths, output), "inputs": list(paths)}
     if cfg.redact(redact):  # paths and the command line name sites too
         header = {"command": "ncclsleuth report --redact", "inputs": [f"{len(paths)} input(s), names redacted"]}
     if fmt == "markdown":
@@ -70,3 +70,15 @@ def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, reda
     else:
         click.echo(text, nl=not text.endswith("\n"))
     exit_for(report, cfg.fail_on(fail_on, "never"))
+
+
+def _command_line(paths: tuple[str, ...], output: str | None) -> str:
+    """The command as typed (``sys.argv`` of the console script or ``python -m``), else
+    (ncclsleuth called as a library) what it amounts to."""
+    import os
+    import shlex
+
+    prog = sys.argv[0] if sys.argv else ""
+    if os.path.basename(prog) == "ncclsleuth" or prog.endswith(os.path.join("ncclsleuth", "__main__.py")):
+        return shlex.join(["ncclsleuth", *sys.argv[1:]])
+    return shlex.join(["ncclsleuth", "report", *paths, *(["-o", output] if output else [])])

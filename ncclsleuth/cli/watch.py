@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -41,8 +42,9 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["live", "jsonl", "terminal", "json", "markdown"]),
               default="live", show_default=True,
               help="live: a rich view redrawn every poll (plain lines when stdout is not a terminal); "
-                   "jsonl: each new finding as one JSON line as soon as it appears; terminal/json/markdown: "
-                   "the analyze renderers (with --once, or when the watch stops).")
+                   "jsonl: one JSON line per event: new, updated (with what changed) or resolved, each with the "
+                   "finding's stable id; terminal/json/markdown: the analyze renderers (with --once, or when the "
+                   "watch stops).")
 @click.option("--exit-on", type=click.Choice(["error", "warning", "never"]), default="never", show_default=True,
               help="Stop with exit code 1 at the first finding of this severity or above.")
 @click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
@@ -70,17 +72,17 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     colored = use_color(color, no_color)
     t0 = time.time()
 
-    def emit_jsonl(fd: Finding) -> None:
-        out.write(finding_jsonl(fd, time.time() - t0))
+    def emit_jsonl(event: str, fd: Finding, changed: dict[str, Any]) -> None:
+        out.write(finding_jsonl(fd, time.time() - t0, event, changed))
         out.flush()
 
-    def emit_plain(fd: Finding) -> None:
-        out.write(finding_line(fd))
+    def emit_plain(event: str, fd: Finding, changed: dict[str, Any]) -> None:
+        out.write(finding_line(fd, event))
         out.flush()
 
     live_tty = fmt == "live" and sys.stdout.isatty() and not once
     stream = {"jsonl": emit_jsonl, "live": None if live_tty else emit_plain}.get(fmt)
-    w = Watcher(list(paths), rules=rules, silence=silence or 0.0, on_finding=None if once else stream)
+    w = Watcher(list(paths), rules=rules, silence=silence or 0.0, on_event=None if once else stream)
     threshold = _SEV.get(exit_on)
 
     def final(code_from_findings: bool = True) -> None:
@@ -91,7 +93,7 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
             click.echo(text, nl=not text.endswith("\n"), color=colored)
         elif fmt == "jsonl" and once:
             for fd in rep.findings:
-                emit_jsonl(fd)
+                emit_jsonl("new", fd, {})
         elif fmt == "live":
             click.echo(verdict_line(rep))
         bad = any(_SEV.get(f.severity, 0) >= 1 for f in rep.findings)
@@ -121,6 +123,11 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
             if live is not None:
                 live.update(w.renderable())
             if threshold is not None and any(_SEV.get(fd.severity, 0) >= threshold for fd in new):
+                for _ in range(3):  # a cause held back one poll (counts still arriving) is said before stopping
+                    if not w.pending:
+                        break
+                    time.sleep(interval)
+                    w.poll(force=True)
                 stop_code = EXIT_FINDINGS
                 break
             if deadline is not None and time.monotonic() >= deadline:

@@ -18,7 +18,7 @@ from ..events import Event
 from ..model.job import JobModel
 from ..model.stats import ranges
 from .schema import CATEGORIES, Rule, Severity
-from .template import fill, is_missing
+from .template import fill, is_missing, is_peer
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,23 @@ class Finding:
     #: the evidence as people read it: a line repeated by many ranks (numbers aside) once,
     #: with its count and ranks, over every evidence line, not only those kept (not in the JSON)
     shown: list[Evidence] = field(default_factory=list, repr=False, compare=False)
+    #: what the finding is about among the rule's findings ('' for a rule that gives one):
+    #: the record of a one-finding-per-record rule, the group of a group_by rule
+    subject: str = ""
+    #: hosts at the other end of the link the finding is about (a peer's address that a
+    #: process of the job bound): the post-mortem draws that hop broken (not in the JSON)
+    peer_hosts: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        """Stable across runs and polls of a growing log: the rule and its subject
+        (``DESYNC002``, ``WATCH001/ranks 16-23``, ``MSG004/nccl:net_ib.cc:1234``)."""
+        return f"{self.rule_id}/{self.subject}" if self.subject else self.rule_id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule_id": self.rule_id, "name": self.name, "category": self.category, "severity": self.severity,
-                "confidence": round(self.confidence, 2), "title": self.title, "message": self.message,
+        return {"id": self.id, "rule_id": self.rule_id, "name": self.name, "category": self.category,
+                "severity": self.severity, "confidence": round(self.confidence, 2), "title": self.title,
+                "message": self.message,
                 "evidence": [e.to_dict() for e in self.evidence], "evidence_total": self.evidence_total,
                 "fix": self.fix, "references": self.references, "caused_by": self.caused_by, "role": self.role,
                 "hosts": self.hosts, "ranks": self.ranks, "explained_lines": self.explained_lines()}
@@ -120,7 +133,8 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
     if len(ranks) == 1:
         extra["rank"] = ranks[0]
     unfilled: list[str] = []
-    fill = _filler(primary, named, extra, model.ip_hosts(), unfilled)
+    ip_hosts = model.ip_hosts()
+    fill = _filler(primary, named, extra, ip_hosts, unfilled)
     category, severity, symptom_of = rule.category, rule.severity.name, rule.symptom_of
     if rule.category_from:  # the knowledge base's verdict on the matched line
         cats = primary.get(rule.category_from)
@@ -136,9 +150,23 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
                 evidence=[Evidence(ev.source, ev.line, ev.text, ev.rank) for ev in ordered[: rule.limit]],
                 evidence_total=len(ordered), role=rule.role, hosts=hosts, ranks=ranks,
                 explained=set(evs), symptom_of=symptom_of, unfilled=unfilled,
-                shown=collapsed(ordered, rule.limit))
+                shown=collapsed(ordered, rule.limit), subject=_subject(rule, primary),
+                peer_hosts=_peer_hosts(primary, ip_hosts))
     first = model.order_key(ordered[0]) if ordered else (1 << 30, 0)
     return f, first
+
+
+#: what names a record of a one-finding-per-record rule, in order of preference
+_SUBJECT_FIELDS = ("who", "comm", "host", "peer", "rank", "setting")
+
+
+def _subject(rule: Rule, primary: Mapping[str, Any]) -> str:
+    """What this finding is about among the rule's findings (see :attr:`Finding.id`)."""
+    if rule.group_by:
+        return str(primary.get(rule.group_by, ""))
+    if rule.per_record:
+        return next((str(primary[k]) for k in _SUBJECT_FIELDS if not is_missing(primary.get(k))), "")
+    return ""
 
 
 _SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -158,6 +186,17 @@ def collapsed(events: Sequence[Event], limit: int) -> list[Evidence]:
         out.append(Evidence(first.source, first.line, first.text, first.rank, count=len(same), ranks=ranks,
                             files=len({ev.source for ev in same})))
     return out
+
+
+def _peer_hosts(primary: Mapping[str, Any], ip_hosts: Mapping[str, str]) -> list[str]:
+    """The hosts the first item's peer fields name by an address one of them bound."""
+    out: list[str] = []
+    for k, v in primary.items():
+        if isinstance(v, str) and is_peer(k) and ip_hosts:
+            named = _named(v, ip_hosts)
+            if named != v:
+                out.append(named.split(" (", 1)[0])
+    return sorted(set(out))
 
 
 def _who(hosts: Sequence[str], ranks: Sequence[int]) -> str | None:

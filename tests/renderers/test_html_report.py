@@ -100,3 +100,81 @@ def test_html_renders_in_headless_chromium(job64_html: Path, tmp_path: Path) -> 
     assert not bad, bad
     dom = _run_chromium(exe, "--dump-dom", job64_html.as_uri())
     assert "<svg" in dom.stdout and "Init timeline" in dom.stdout and "slowest: rank" in dom.stdout
+
+
+# ----------------------------------------------------------------------------- the post-mortem as people see it
+
+DESYNC = ROOT / "fixtures" / "examples" / "desync-16"
+
+
+def _page(tmp: Path, job: Path, name: str) -> tuple[Path, str]:
+    out = tmp / f"{name}.html"
+    res = CliRunner().invoke(main, ["report", str(job), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    return out, out.read_text(encoding="utf-8")
+
+
+def test_header_culprit_rank_and_hang_timeline_of_a_desync(tmp_path: Path) -> None:
+    _, text = _page(tmp_path, DESYNC, "desync")
+    head = text.split('<header class="pm">')[1].split("</header>")[0]
+    assert "<b>Job failed:</b> Nov 29 11:41:55.747 (first error line)" in head
+    assert "<b>ncclsleuth</b> 0.1.0" in head and "fixtures/examples/desync-16" in head
+    assert "<b>Command:</b> <code>ncclsleuth report" in head
+    ring = text.split("<h2>Topology</h2>")[1].split("</svg>")[0]
+    assert ring.count('fill="#ffcdd2"') == 1  # rank 4 alone, not its whole host
+    assert "culprit: rank 4" in ring and 'stroke="#d32f2f" stroke-width="6"' not in ring
+    assert "<h2>Last collective per rank</h2>" in text and "<h2>Init timeline</h2>" not in text
+    assert "completed #1244, never started #1245" in text
+    assert "×15, ranks 0-3, 5-15" in text  # 15 watchdog lines, one line with its count and ranks
+    for url in re.findall(r"References: (.*?)</p>", text):
+        assert "shared/" not in url
+    assert all(u.startswith("https://") for u in re.findall(r"<code>([^<]+)</code>", " ".join(
+        re.findall(r"References: (.*?)</p>", text))))
+
+
+def test_64_ranks_keep_their_labels_and_the_broken_hop_is_drawn(tmp_path: Path) -> None:
+    _, text = _page(tmp_path, JOB64, "job64")
+    ring = text.split("<h2>Topology</h2>")[1].split("</svg>")[0]
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" font-size="([\d.]+)" text-anchor="middle"[^>]*>(\d+)</text>', ring)
+    assert sorted(int(n) for _, n in labels) == list(range(64))  # every rank numbered inside its node
+    assert min(float(size) for size, _ in labels) >= 8
+    assert ring.count('stroke-dasharray="7 4"') == 1  # gpu-node-06 -> gpu-node-07, the link IB003 names
+    assert "47 → 48" in ring.split('stroke-dasharray="7 4"')[1].split("</title>")[0]
+    assert "<h2>Init timeline</h2>" in text  # not a hang: the init phases
+
+
+def test_a_1024_rank_ring_is_a_summary_of_hosts() -> None:
+    from ncclsleuth.renderers.html import ring_svg
+
+    comm = {"key": "c", "nranks": 1024, "ranks": list(range(1024)), "rings": [[0, list(range(1024))]],
+            "rank_host": {str(r): f"node{r // 8:03d}" for r in range(1024)}, "hops": []}
+    svg = ring_svg(comm, {"node077"}, {617})
+    assert "Summary view" in svg and "1,024 ranks on 128 host runs" in svg
+    assert svg.count("<circle") == 128 + 2  # one per host, the track, the legend's mark
+    assert 'font-weight="700">node077 (616–623)</text>' in svg
+    assert len(svg) < 60_000
+
+
+def _screenshot(exe: str, page: Path, png: Path, width: int) -> bytes:
+    res = _run_chromium(exe, "--hide-scrollbars", f"--screenshot={png}", f"--window-size={width},2400", page.as_uri())
+    assert png.exists(), res.stderr[-2000:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(data[16:20], "big") == width  # the PNG is as wide as the window
+    return data
+
+
+@pytest.mark.parametrize("job", [DESYNC, JOB64], ids=["desync-16", "job64"])
+def test_postmortem_screenshots_at_two_widths(tmp_path: Path, job: Path) -> None:
+    """Headless Chromium renders the page at a laptop's width and a narrow window's: the
+    pictures scale to the page (no fixed-width overflow) and carry something to see."""
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium); screenshots skipped")
+    page, text = _page(tmp_path, job, job.name)
+    assert ".fig svg{max-width:100%;height:auto}" in text
+    wide = _screenshot(exe, page, tmp_path / "wide.png", 1400)
+    narrow = _screenshot(exe, page, tmp_path / "narrow.png", 820)
+    assert len(wide) > 100_000 and len(narrow) > 100_000
+    dom = _run_chromium(exe, "--dump-dom", page.as_uri()).stdout
+    assert dom.count("<svg") == 2 and "Job failed:" in dom

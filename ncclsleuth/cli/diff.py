@@ -7,7 +7,16 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import color_option, config_option, engine_options, options_for, settings, use_color, user_errors
+from .options import (
+    color_option,
+    config_option,
+    engine_options,
+    options_for,
+    rule_options,
+    settings,
+    use_color,
+    user_errors,
+)
 
 
 @main.command(epilog="""\b
@@ -19,14 +28,13 @@ Examples:
 @click.argument("bad")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown"]), default="terminal",
               show_default=True)
-@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
-              help="Extra rule folder (repeatable), used with the shipped pack.")
+@rule_options
 @engine_options
 @color_option
 @config_option
 @guard
-def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bool, jobs: int | None,
-         color: str, no_color: bool, config: str | None) -> None:
+def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, no_cache: bool,
+         jobs: int | None, color: str, no_color: bool, config: str | None) -> None:
     """What changed between a GOOD and a BAD run (files or folders), most suspicious first.
 
     Versions, NCCL_* settings as NCCL echoed them, bootstrap interface and network,
@@ -39,7 +47,7 @@ def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bo
     from ..renderers.diff import render
 
     with user_errors():
-        result = api.diff([good], [bad], options_for(rule_dirs, keep_going=True, jobs=jobs, no_cache=no_cache,
+        result = api.diff([good], [bad], options_for(rule_dirs, keep_going=keep_going, jobs=jobs, no_cache=no_cache,
                                                      config=settings(config)))
     for side, run in (("good", result.good), ("bad", result.bad)):
         if not run.files_read:

@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from . import guard, main
-from .options import config_option, settings
+from .options import config_option, load_rules, rule_options, settings
 
 
 def listen_url(address: tuple[Any, ...]) -> str:
@@ -33,10 +33,11 @@ Examples:
 @click.option("--workers", default=4, show_default=True, type=int, help="Analyses run at once; more get 503.")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="One line per request on stderr: client, method, path, status, bytes, ms (never the body).")
+@rule_options
 @config_option
 @guard
 def serve_cmd(host: str, port: int, max_bytes: int, timeout_s: float, workers: int, access_log: bool,
-              config: str | None) -> None:
+              rule_dirs: tuple[str, ...], keep_going: bool, config: str | None) -> None:
     """Serve the analyzer over HTTP: POST /analyze, GET /rules, GET /healthz.
 
     Answers 405 for a method a path does not take, 413 for a body too large, 422 for a
@@ -46,8 +47,9 @@ def serve_cmd(host: str, port: int, max_bytes: int, timeout_s: float, workers: i
     from ..serve import make_server
 
     log = (lambda line: click.echo(f"ncclsleuth serve: {line}", err=True)) if access_log else None
-    srv = make_server(host, port, max_bytes=max_bytes, timeout_s=timeout_s, workers=workers, access_log=log,
-                      config=settings(config).rule_config())
+    rules = load_rules(rule_dirs, keep_going, config=settings(config))
+    srv = make_server(host, port, rules=rules, max_bytes=max_bytes, timeout_s=timeout_s, workers=workers,
+                      access_log=log)
     stop_on_sigterm()
     click.echo(f"ncclsleuth: serving on {listen_url(srv.server_address)} (POST /analyze, GET /rules, GET /healthz)",
                err=True)

@@ -68,6 +68,18 @@ def collapse(evidence: Sequence[Any]) -> list[tuple[str, list[Line]]]:
     return [(path, sorted(lines, key=lambda x: x.line)) for path, lines in per_file.items()]
 
 
+def evidence_lines(f: Any, limit: int) -> tuple[list[tuple[str, Line]], int]:
+    """A finding's evidence as shown: (file, line) pairs, at most ``limit``, repeats
+    collapsed, and how many evidence lines of the finding are left unsaid."""
+    out: list[tuple[str, Line]] = []
+    said = 0
+    for path, lines in collapse(f.shown or f.evidence):
+        for ln in lines[: limit - len(out)]:
+            out.append((path, ln))
+            said += ln.count
+    return out, max(f.evidence_total, len(f.evidence)) - said
+
+
 def _who(same: Sequence[Any], count: int) -> str:
     """``ranks 0-3, 5`` (every line names its rank), else ``7 files``, else ''."""
     if count < 2:

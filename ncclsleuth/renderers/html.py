@@ -15,7 +15,7 @@ import math
 from html import escape
 from typing import Any
 
-from . import collapse, host_runs
+from . import evidence_lines, host_runs
 from .markdown import short_file, summary_line, verdict_sentence, where
 
 #: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
@@ -110,17 +110,12 @@ def _finding(i: int, f: Any) -> str:
         meta.append(_e(where(f)))
     if f.caused_by:
         meta.append(f"symptom of {_e(f.caused_by)}")
-    ev, shown, drawn = "", 0, 0
-    for path, lines in collapse(f.shown or f.evidence):
-        for ln in lines:
-            if drawn >= 8:
-                break
-            drawn += 1
-            shown += ln.count
-            rep = f'<span class="rep">×{ln.count}{", " + _e(ln.who) if ln.who else ""}</span>' if ln.count > 1 else ""
-            ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code><code>{_e(ln.text.strip())}</code>'
-                   f"{rep}</li>")
-    more = max(f.evidence_total, len(f.evidence)) - shown
+    ev = ""
+    lines, more = evidence_lines(f, 8)
+    for path, ln in lines:
+        rep = f'<span class="rep">×{ln.count}{", " + _e(ln.who) if ln.who else ""}</span>' if ln.count > 1 else ""
+        ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code><code>{_e(ln.text.strip())}</code>'
+               f"{rep}</li>")
     if more > 0:
         ev += f'<li class="note">… {more} more line{"s" if more != 1 else ""}</li>'
     refs = ""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import host_runs
+from . import evidence_lines, host_runs
 
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
@@ -167,7 +167,7 @@ def _fit(parts: list[str], tail: list[str], max_chars: int, left_findings: int) 
 def render(report: Any, color: bool = False, max_chars: int | None = DEFAULT_MAX_CHARS, max_findings: int = 3,
            postmortem: bool = False, figures: dict[str, Any] | None = None, **_: Any) -> str:
     if postmortem:
-        return render_postmortem(report, figures)
+        return render_postmortem(report, figures, _.get("header"))
     max_chars = DEFAULT_MAX_CHARS if max_chars is None else max_chars
     parts = [_verdict_md(report)]
     shown = report.findings[:max_findings]
@@ -248,10 +248,20 @@ def mermaid_gantt(init: list[dict[str, Any]], limit: int = 64) -> str:
     return "\n".join(out)
 
 
-def render_postmortem(report: Any, figures: dict[str, Any] | None = None) -> str:
+def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
+                      header: dict[str, Any] | None = None) -> str:
+    from .. import __version__
+
     s = report.summary
     v = report.verdict
-    out = ["# NCCL job post-mortem", "", "## Verdict", "", _verdict_md(report)]
+    head = [f"ncclsleuth {__version__}"]
+    if (figures or {}).get("failed_at"):
+        head.insert(0, f"job failed {figures['failed_at']} (first error line)")  # type: ignore[index]
+    if header and header.get("inputs"):
+        head.append("inputs " + ", ".join(code(str(i)) for i in header["inputs"][:6]))
+    if header and header.get("command"):
+        head.append("command " + code(str(header["command"])))
+    out = ["# NCCL job post-mortem", "", "_" + " · ".join(head) + "_", "", "## Verdict", "", _verdict_md(report)]
     if v is not None:
         out += ["", " ".join(v.message.split())]
     out += ["", "## Findings", ""]
@@ -264,10 +274,12 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None) -> str
                    + (f" · {where(f)}" if where(f) else "") + (f" · symptom of {f.caused_by}" if f.caused_by else "")
                    + "_")
         out += ["", " ".join(f.message.split()), "", "Evidence:", ""]
-        for e in f.evidence[:6]:
-            out.append(f"- {code(f'{e.file}:{e.line}')} {code(cut(e.text.strip(), 400))}")
-        if f.evidence_total > 6:
-            out.append(f"- _… {f.evidence_total - 6} more lines_")
+        lines, more = evidence_lines(f, 6)
+        for path, ln in lines:
+            rep = f" _(×{ln.count}{', ' + ln.who if ln.who else ''})_" if ln.count > 1 else ""
+            out.append(f"- {code(f'{path}:{ln.line}')} {code(cut(ln.text.strip(), 400))}{rep}")
+        if more > 0:
+            out.append(f"- _… {more} more lines_")
         out += ["", "Fix:", "", fence(f.fix.strip()), ""]
         if f.references:
             out += ["References: " + ", ".join(f"<{u}>" if u.startswith("http") else u for u in f.references), ""]

@@ -396,5 +396,6 @@ class RasPeer(Event):
 
     @property
     def is_problem(self) -> bool:
-        """A dead peer or an expired keep-alive is a problem; a warning is not (yet)."""
-        return self.what == "dead" or self.what.endswith("_error")
+        """A dead peer or an expired keep-alive is a problem; a warning is not (yet).  A RAS line
+        at a problem level (a WARN) is one whatever its fields say."""
+        return self.what == "dead" or self.what.endswith("_error") or Event.is_problem.fget(self)  # type: ignore[attr-defined]

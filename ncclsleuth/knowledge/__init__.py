@@ -25,7 +25,7 @@ from .identify import TORCH_FORMATS, Identifier, Known, literal_parts, torch_for
 from .schema import KnowledgeError, validate_file
 
 __all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
-           "identifier", "load", "norm_file"]
+           "explain_warn", "identifier", "load", "norm_file"]
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,16 @@ def identifier(folder: str | None = None) -> Identifier:
 
 def explain(text: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
     """What a problem line means: the message identified, and its meaning in this context."""
-    known = identifier(folder).identify(text)
+    return _meaning(identifier(folder).identify(text), phase, folder)
+
+
+def explain_warn(message: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
+    """What an NCCL WARN message quoted without its prefix means (``Event.inner``: PyTorch's
+    ``Last error:``, XLA's ``Last NCCL warning``, a line pasted without the word NCCL)."""
+    return _meaning(identifier(folder).identify_warn(message), phase, folder)
+
+
+def _meaning(known: Known | None, phase: str | None, folder: str | None) -> tuple[Known, Meaning] | None:
     if known is None:
         return None
     meaning = load(folder).lookup(known.id, file=known.file, message=known.message, phase=phase)

@@ -253,11 +253,14 @@ def test_the_published_json_schema_is_the_schema_and_accepts_the_pack() -> None:
     from ncclsleuth.rules.schema import json_schema
 
     published = json.loads((ROOT / "docs" / "rule.schema.json").read_text())
-    assert published == json_schema(), "regenerate: python -m ncclsleuth.rules.schema > docs/rule.schema.json"
+    assert published == json_schema(enums=False), \
+        "regenerate: python -m ncclsleuth.rules.schema > docs/rule.schema.json"
+    full = json.loads(run("rules", "schema").stdout)  # with this version's kinds, facts, categories
+    assert "watchdog_timeout" in json.dumps(full) and full["properties"]["category"]["enum"]
     jsonschema = pytest.importorskip("jsonschema")
     import yaml
 
-    validator = jsonschema.Draft202012Validator(published)
+    validator = jsonschema.Draft202012Validator(full)
     for path in (ROOT / "rules").rglob("*.yaml"):
         assert not list(validator.iter_errors(yaml.safe_load(path.read_text()))), path
     assert list(validator.iter_errors(yaml.safe_load(FIVE_MISTAKES)))

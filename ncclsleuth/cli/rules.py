@@ -114,6 +114,19 @@ def rules_check(rule_dirs: tuple[str, ...]) -> None:
     sys.exit(EXIT_USAGE if errors else EXIT_OK)
 
 
+@rules.command("schema", epilog="""\b
+Examples:
+  ncclsleuth rules schema > rule.schema.json   # then, first line of a rule file:
+  # yaml-language-server: $schema=rule.schema.json
+""")
+@guard
+def rules_schema() -> None:
+    """Print the rule schema as JSON Schema, with this version's event kinds, facts and categories."""
+    from ..rules.schema import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
 @main.command("events", epilog="""\b
 Examples:
   ncclsleuth events                         # every event kind and fact, with its fields

@@ -438,13 +438,15 @@ def check_fields(doc: dict[str, Any], path: str, errs: Errors | None = None) -> 
                 e.add(f"placeholder {{{a}.{b}}}: {why}", key)
 
 
-def json_schema() -> dict[str, Any]:
-    """The rule schema as JSON Schema (draft 2020-12), for editors (``docs/rule.schema.json``
-    is this, written by ``python -m ncclsleuth.rules.schema``; a test keeps them equal).
+def json_schema(enums: bool = True) -> dict[str, Any]:
+    """The rule schema as JSON Schema (draft 2020-12), for editors.
 
-    It says what an editor can check as you type (keys, types, enumerations: categories,
-    severities, event kinds, facts, operators); :func:`check` also checks what JSON
-    Schema cannot say (a ``where`` field of that kind, placeholders against the match).
+    It says what an editor can check as you type (keys, types, operators, severities and,
+    with ``enums``, the event kinds, facts and categories of this version: ``ncclsleuth
+    rules schema``); :func:`check` also checks what JSON Schema cannot say (a ``where``
+    field of that kind, placeholders against the match).  ``docs/rule.schema.json`` is
+    the one without the enumerations (they grow with every new event kind; a test keeps
+    the file equal to this), written by ``python -m ncclsleuth.rules.schema``.
     """
     kinds = sorted(REGISTRY)
     facts = sorted(SPECS)
@@ -455,7 +457,10 @@ def json_schema() -> dict[str, Any]:
              {"type": "boolean"} if op == "exists" else
              {"type": "string", "format": "regex"} if op in ("regex", "not_regex") else scalar)
         for op in sorted(PRED_OPS)}}
-    names = lambda enum: {"oneOf": [{"enum": enum}, {"type": "array", "items": {"enum": enum}}]}  # noqa: E731
+    def names(enum: list[str]) -> dict[str, Any]:
+        one = {"enum": enum} if enums else {"type": "string"}
+        return {"oneOf": [one, {"type": "array", "items": one}]}
+
     cond: dict[str, Any] = {
         "type": "object", "minProperties": 1, "additionalProperties": False,
         "properties": {
@@ -482,7 +487,7 @@ def json_schema() -> dict[str, Any]:
         props[k] = {"type": "number"} if isinstance(t, tuple) else {"type": json_type[t]}
     props.update({
         "id": {"type": "string", "pattern": _ID.pattern},
-        "category": {"enum": sorted(CATEGORIES)},
+        "category": {"enum": sorted(CATEGORIES)} if enums else {"type": "string"},
         "severity": {"enum": [s.name for s in Severity]},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         "role": {"enum": ["cause", "symptom", "context"]},
@@ -502,5 +507,5 @@ if __name__ == "__main__":  # python -m ncclsleuth.rules.schema > docs/rule.sche
     import json
     import sys
 
-    json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
+    json.dump(json_schema(enums=False), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")

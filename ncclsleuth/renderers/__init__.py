@@ -39,7 +39,7 @@ def host_runs(order: list[int], rank_host: dict[int, str]) -> list[tuple[str, li
     return groups
 
 
-_SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")
+_DIGITS = str.maketrans("", "", "0123456789")
 
 
 @dataclass
@@ -50,6 +50,13 @@ class Line:
     text: str
     count: int = 1
     who: str = ""
+    #: the count is a floor (a finding with more evidence lines than were read for repeats)
+    at_least: bool = False
+
+    @property
+    def times(self) -> str:
+        """``×15`` (``×4096+`` for a floor)."""
+        return f"×{self.count}{'+' if self.at_least else ''}"
 
 
 def collapse(evidence: Sequence[Any]) -> list[tuple[str, list[Line]]]:
@@ -59,12 +66,13 @@ def collapse(evidence: Sequence[Any]) -> list[tuple[str, list[Line]]]:
     finding collapsed already (``Finding.shown``: over all its evidence) keep their counts."""
     first: dict[str, tuple[Any, list[Any]]] = {}
     for e in evidence:
-        key = _SHAPE.sub("#", e.text.strip())
+        key = e.text.strip().translate(_DIGITS)
         first.setdefault(key, (e, []))[1].append(e)
     per_file: dict[str, list[Line]] = {}
     for e, same in first.values():
         count = sum(getattr(x, "count", 1) for x in same)
-        per_file.setdefault(e.file, []).append(Line(e.line, e.text, count, _who(same, count)))
+        per_file.setdefault(e.file, []).append(Line(e.line, e.text, count, _who(same, count),
+                                                    any(getattr(x, "at_least", False) for x in same)))
     return [(path, sorted(lines, key=lambda x: x.line)) for path, lines in per_file.items()]
 
 

@@ -113,7 +113,7 @@ def _finding(i: int, f: Any) -> str:
     ev = ""
     lines, more = evidence_lines(f, 8)
     for path, ln in lines:
-        rep = f'<span class="rep">×{ln.count}{", " + _e(ln.who) if ln.who else ""}</span>' if ln.count > 1 else ""
+        rep = f'<span class="rep">{ln.times}{", " + _e(ln.who) if ln.who else ""}</span>' if ln.count > 1 else ""
         ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code><code>{_e(ln.text.strip())}</code>'
                f"{rep}</li>")
     if more > 0:

@@ -276,7 +276,7 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
         out += ["", " ".join(f.message.split()), "", "Evidence:", ""]
         lines, more = evidence_lines(f, 6)
         for path, ln in lines:
-            rep = f" _(×{ln.count}{', ' + ln.who if ln.who else ''})_" if ln.count > 1 else ""
+            rep = f" _({ln.times}{', ' + ln.who if ln.who else ''})_" if ln.count > 1 else ""
             out.append(f"- {code(f'{path}:{ln.line}')} {code(cut(ln.text.strip(), 400))}{rep}")
         if more > 0:
             out.append(f"- _… {more} more lines_")

@@ -145,7 +145,7 @@ def _evidence(evidence: list[Any], base: str, indent: int, limit: int) -> tuple[
         for g in groups:
             text = Text(g.text.strip()[:400])
             if g.count > 1:
-                text += Text(f"  (×{g.count}{', ' + g.who if g.who else ''})", style="dim")
+                text += Text(f"  ({g.times}{', ' + g.who if g.who else ''})", style="dim")
             grid.add_row(str(g.line), text)
         out.append(_pad(grid, indent + 2))
     return Group(*out), represented

@@ -15,8 +15,8 @@ across lines: tracebacks, torchrun failure blocks).  Each :meth:`Watcher.poll`:
 4. reports what changed since the last poll, by finding id (:attr:`Finding.id`: the rule
    and its subject, stable while the wording changes): ``new`` findings (also to
    ``on_finding``), ``updated`` ones (with the fields that changed) and ``resolved`` ones
-   (no longer found), to ``on_event``.  An error whose rule reasons over counts across
-   ranks (a fact, a ``count:``) while lines are still arriving waits for the next run of
+   (no longer found), to ``on_event``.  An error whose rule reasons across ranks
+   (a fact over lines or ranks, a ``count:``) while lines are still arriving waits for the next run of
    the rules before it is reported: the first DESYNC002 of a job whose timeouts are half
    written may name the wrong rank, and ``--exit-on error`` must not stop on it.
 
@@ -126,10 +126,24 @@ def is_live_rule(rule: Rule) -> bool:
     return bool(facts_of(rule.match) & LIVE)
 
 
+#: facts whose records each stand for one line (what the knowledge base says it means):
+#: a rule over them does not change its mind as other ranks' lines arrive
+PER_LINE_FACTS = frozenset({"known_message"})
+
+
 def counts_matter(rule: Rule) -> bool:
     """A rule whose finding can change as more ranks' lines arrive: it reasons over a fact
-    (across lines or ranks) or bounds a count."""
-    return bool(facts_of(rule.match)) or '"count"' in repr(rule.match).replace("'", '"')
+    across lines or ranks (the laggard, the minority configuration) or bounds a count."""
+    return bool(facts_of(rule.match) - PER_LINE_FACTS) or _bounds_a_count(rule.match)
+
+
+def _bounds_a_count(cond: dict[str, Any]) -> bool:
+    if "count" in cond:
+        return True
+    subs = [*cond.get("all", ()), *cond.get("any", ()), *cond.get("none", ())]
+    if "not" in cond:
+        subs.append(cond["not"])
+    return any(_bounds_a_count(c) for c in subs)
 
 
 #: the fields of a finding whose change is an ``updated`` event

@@ -129,7 +129,7 @@ def _finding(i: int, f: Any) -> str:
 
 def _summary(report: Any) -> str:
     s = report.summary
-    rows = [("ranks / hosts", f"{s.get('ranks') or '?'} / {len(s.get('hosts') or [])}"),
+    rows = [("ranks / hosts", f"{s.get('ranks') or 'not logged'} / {len(s.get('hosts') or [])}"),
             ("files / lines", f"{s.get('files')} / {s.get('lines')}")]
     if s.get("nccl_versions"):
         rows.append(("NCCL", ", ".join(f"{k} ({n} process{'es' if n != 1 else ''})" for k, n in s["nccl_versions"].items())))
@@ -152,7 +152,7 @@ def _summary(report: Any) -> str:
         out.append("<table><tr><th>host</th><th>network</th></tr>")
         for h, nets in per_host.items():
             style = f' style="color:{HOT};font-weight:700"' if h in hot else ""
-            out.append(f"<tr><td{style}>{_e(h)}</td><td>{_e(', '.join(nets) or '?')}</td></tr>")
+            out.append(f"<tr><td{style}>{_e(h)}</td><td>{_e(', '.join(nets) or 'not logged')}</td></tr>")
         out.append("</table>")
     return "\n".join(out)
 
@@ -456,7 +456,7 @@ def timeline_svg(init: list[dict[str, Any]], hot_hosts: set[str], hot_ranks: set
     prev_host = None
     for i, r in enumerate(rows):
         y = top + i * row_h
-        host = r.get("host") or "?"
+        host = r.get("host") or "host not logged"
         hot = r["rank"] in hot_ranks or host in hot_hosts
         if host != prev_host and i:
             parts.append(f'<line x1="4" y1="{y}" x2="{width - 4}" y2="{y}" stroke="#b0bec5" stroke-width="0.8"/>')

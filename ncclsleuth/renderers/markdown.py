@@ -54,14 +54,16 @@ def short_file(path: str) -> str:
 def summary_line(s: dict[str, Any]) -> str:
     """One line: ranks, hosts, NCCL versions, network, files/lines."""
     hosts = s.get("hosts") or []
-    bits = [f"{s.get('ranks') or '?'} ranks on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"]
+    ranks = s.get("ranks")
+    on = f" on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+    bits = [(f"{ranks} ranks" if ranks else "ranks not logged") + on]
     vers = s.get("nccl_versions") or {}
     if vers:
         bits.append("NCCL " + ", ".join(f"{k} ({v})" if len(vers) > 1 else k for k, v in vers.items()))
     nets = s.get("network") or {}
     if nets:
         bits.append("network " + ", ".join(f"{k} ({len(v)} host{'s' if len(v) != 1 else ''})" for k, v in nets.items()))
-    bits.append(f"{s.get('files', '?')} files / {s.get('lines', '?')} lines")
+    bits.append(f"{s.get('files', 0)} files / {s.get('lines', 0)} lines")
     return " · ".join(bits)
 
 
@@ -284,7 +286,7 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
         if f.references:
             out += ["References: " + ", ".join(f"<{u}>" if u.startswith("http") else u for u in f.references), ""]
     out += ["## Job summary", "", "| | |", "|---|---|",
-            f"| ranks / hosts | {s.get('ranks') or '?'} / {len(s.get('hosts') or [])} |",
+            f"| ranks / hosts | {s.get('ranks') or 'not logged'} / {len(s.get('hosts') or [])} |",
             f"| files / lines | {s.get('files')} / {s.get('lines')} |"]
     if s.get("nccl_versions"):
         out.append("| NCCL | " + ", ".join(f"{k} ({n})" for k, n in s["nccl_versions"].items()) + " |")
@@ -312,7 +314,8 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
     if g:
         out += ["## Init timeline", "", g, ""]
         slow = max((r for r in init if r.get("duration") is not None), key=lambda r: r["duration"])
-        out += [f"Slowest: rank {slow['rank']} on {slow.get('host') or '?'}, {slow['duration']:.2f} s.", ""]
+        on = f" on {slow['host']}" if slow.get("host") else ""
+        out += [f"Slowest: rank {slow['rank']}{on}, {slow['duration']:.2f} s.", ""]
     out += ["## Unexplained warnings", ""]
     if not report.unexplained:
         out.append("None: every warning/error line is explained by a finding above.")

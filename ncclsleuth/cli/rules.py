@@ -145,7 +145,8 @@ def events_cmd(names: tuple[str, ...], fmt: str) -> None:
     kinds: dict[str, dict[str, Any]] = {k: {"origin": cls.__module__.rsplit(".", 1)[-1], "error": k in _error_kinds(),
                  "fields": [f for f in cls.FIELDS if f not in base], "doc": (cls.__doc__ or "").strip().split("\n")[0]}
              for k, cls in sorted(REGISTRY.items())}
-    facts: dict[str, dict[str, Any]] = {n: {"fields": sorted(s.fields - {"evidence"}), "doc": s.doc, "live": s.live}
+    facts: dict[str, dict[str, Any]] = {n: {"fields": sorted(s.fields - {"evidence"}), "live": s.live,
+                                            "doc": (s.fn.__doc__ or "").strip().split("\n", 1)[0]}
              for n, s in sorted(SPECS.items())}
     if names:
         unknown = [n for n in names if n not in kinds and n not in facts]

@@ -360,6 +360,8 @@ def facts_of(cond: dict[str, Any]) -> set[str]:
 EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks", "host", "rank", "who"})
 #: what an event item has besides the event's fields (rules/match.py)
 _EVENT_EXTRAS = frozenset({"kind", "message_text"})
+#: event kind -> the fields of its items (made once: every rule load checks the pack's leaves)
+_KIND_FIELDS: dict[str, frozenset[str]] = {}
 
 
 def _leaves(c: dict[str, Any], where: str, positive: bool = True) -> Iterator[tuple[bool, dict[str, Any], str]]:
@@ -379,7 +381,7 @@ def _leaf_fields(leaf: dict[str, Any], path: str, where: str, errs: Errors | Non
     e = errs or _Raise(path)
     group = "event" if "event" in leaf else "fact"
     names = leaf[group] if isinstance(leaf[group], list) else [leaf[group]]
-    per_name: list[set[str]] = []
+    per_name: list[frozenset[str]] = []
     known: list[str] = []
     for n in names:
         if not isinstance(n, str):
@@ -390,13 +392,16 @@ def _leaf_fields(leaf: dict[str, Any], path: str, where: str, errs: Errors | Non
                 e.add(f"unknown event kind {n!r}{_did_you_mean(n, REGISTRY)} ('ncclsleuth events' lists them)",
                       f"{where}.event")
                 continue
-            per_name.append(set(cls.FIELDS) | _EVENT_EXTRAS)
+            got = _KIND_FIELDS.get(n)
+            if got is None:
+                got = _KIND_FIELDS[n] = frozenset(cls.FIELDS) | _EVENT_EXTRAS
+            per_name.append(got)
         else:
             spec = SPECS.get(n)
             if spec is None:
                 e.add(f"unknown fact {n!r} (known: {', '.join(sorted(SPECS))})", f"{where}.fact")
                 continue
-            per_name.append(set(spec.fields))
+            per_name.append(spec.fields)
         known.append(n)
     where_keys = leaf.get("where", {})
     for key in where_keys if isinstance(where_keys, dict) else ():
@@ -424,8 +429,11 @@ def check_fields(doc: dict[str, Any], path: str, errs: Errors | None = None) -> 
             fields |= got
             if "as" in leaf:
                 named[str(leaf["as"])] = got
-    if unknown_leaf:  # the fields of a misspelt kind are unknown: no placeholder can be judged
+    if unknown_leaf:  # the fields of a misspelt kind are unknown: no field can be judged
         return
+    for key in ("group_by", "category_from", "severity_from"):  # fields of the records of a fact leaf
+        if key in doc and doc[key] not in fields:
+            e.add(f"no matched fact has a field {doc[key]!r}", key)
     for key in ("title", "message", "fix"):
         if not isinstance(doc.get(key), str):
             continue

@@ -282,3 +282,12 @@ def test_every_command_has_an_example_and_the_top_help_is_whole() -> None:
             text = run(*args, "--help").stdout
             assert "Example" in text, args
     assert run("-V").stdout.startswith("ncclsleuth, version ")
+
+
+def test_a_pyproject_that_only_mentions_the_table_is_passed_over(tmp_path: Path) -> None:
+    (tmp_path / ".ncclsleuth.yaml").write_text("fail_on: never\n")
+    sub = tmp_path / "proj"
+    sub.mkdir()
+    (sub / "pyproject.toml").write_text('[project]\nname = "x"  # configure with [tool.ncclsleuth]\n')
+    res = run("config", "show", cwd=sub)
+    assert res.returncode == 0 and f"# configuration file: {tmp_path / '.ncclsleuth.yaml'}" in res.stdout

@@ -18,6 +18,7 @@ value came from (``ncclsleuth config show``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,9 +89,13 @@ def find(start: str | Path | None = None) -> Path | None:
     return None
 
 
+_TABLE = re.compile(r"^\s*\[\s*tool\.ncclsleuth\s*\]", re.M)
+
+
 def _has_table(path: Path) -> bool:
+    """Whether a pyproject.toml has the table (a header line, not a mention in a comment)."""
     try:
-        return "[tool.ncclsleuth]" in path.read_text(encoding="utf-8", errors="replace")
+        return _TABLE.search(path.read_text(encoding="utf-8", errors="replace")) is not None
     except OSError:
         return False
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,61 @@ def test_terminal_never_breaks_a_word_or_a_border(width: int, log: Path) -> None
         for word in _words(f["title"] + " " + f["message"]):
             if len(word) < width - 12:  # a word longer than the line has to be cut somewhere
                 assert word in out_words, f"{word!r} broken at width {width}"
+
+
+TMUX_LOGS = [CORPUS / "horovod-584-lo-interface", CORPUS / "nccl-1235-oom-multinode",
+             CORPUS / "simpletuner-2712-desync"]
+
+
+def _tmux_capture(tmp_path: Path, width: int, *args: str) -> str:
+    """What a terminal WIDTH columns wide shows of ``ncclsleuth ARGS``: run in a detached
+    tmux pane (a real tty, no COLUMNS: the width is the terminal's), captured as drawn."""
+    import shlex
+    import time
+
+    sock = f"ncclsleuth-test-{os.getpid()}-{width}"
+    conf = tmp_path / "tmux.conf"
+    conf.write_text("set -g history-limit 20000\n")
+    done = tmp_path / f"done-{width}"
+    cmd = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "ncclsleuth", *args))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TMUX")}
+    tmux = ["tmux", "-L", sock, "-f", str(conf)]
+    subprocess.run([*tmux, "new-session", "-d", "-x", str(width), "-y", "40", "-c", str(ROOT),
+                    f"{cmd}; touch {shlex.quote(str(done))}; sleep 600"], check=True, env=env, timeout=60)
+    try:
+        for _ in range(1200):
+            if done.exists():
+                break
+            time.sleep(0.1)
+        assert done.exists(), "ncclsleuth did not finish in the tmux pane"
+        return subprocess.run([*tmux, "capture-pane", "-p", "-S", "-", "-E", "-"], capture_output=True, text=True,
+                              check=True, timeout=60).stdout
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("log", TMUX_LOGS, ids=[p.name for p in TMUX_LOGS])
+def test_tmux_capture_has_no_broken_word_or_border(tmp_path: Path, width: int, log: Path) -> None:
+    screen = _tmux_capture(tmp_path, width, "analyze", str(log), "--fail-on", "never")
+    lines = screen.rstrip("\n").split("\n")
+    assert lines[0].startswith("╭") and "internal error" not in screen and len(lines) > 20
+    assert max(len(line) for line in lines) <= width
+    box = [line for line in lines if line and line[0] in "╭│╰"]
+    assert box and box[0].startswith("╭") and "ncclsleuth verdict" in box[0] and box[-1].startswith("╰")
+    assert all(len(line) == width and line.endswith(("│", "╮", "╯")) for line in box), box
+    shown = set(_words(screen))
+    report = json.loads(run("analyze", str(log), "--format", "json", "--fail-on", "never").stdout)
+    assert report["findings"]
+    for f in report["findings"]:
+        for word in _words(f["title"] + " " + f["message"]):
+            if len(word) < width - 12:
+                assert word in shown, f"{word!r} broken at width {width}"
+        for ev in f["evidence"]:  # evidence wraps at spaces too (a long line is cut at a space, with '…')
+            for word in _words(ev["text"][:380])[:-1]:
+                if len(word) < width - 12:
+                    assert word in shown, f"evidence word {word!r} broken at width {width}"
 
 
 def test_piped_output_is_not_wrapped() -> None:
@@ -231,7 +287,7 @@ def test_rules_check_reports_every_mistake_at_once_with_file_line_and_key(tmp_pa
 def test_keep_going_skips_a_broken_rule_file_on_every_command(tmp_path: Path) -> None:
     (tmp_path / "NET900.yaml").write_text(FIVE_MISTAKES)
     for args in (["analyze", str(DESYNC), "-q"], ["rules", "list"], ["report", str(DESYNC)],
-                 ["explain", "NET001"]):
+                 ["explain", "NET001"], ["diff", str(DESYNC), str(DESYNC)]):
         broken = run(*args, "--rules", str(tmp_path))
         assert broken.returncode == 2 and "rules check" in broken.stderr, args
         kept = run(*args, "--rules", str(tmp_path), "--keep-going")

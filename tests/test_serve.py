@@ -261,3 +261,44 @@ def test_sigterm_stops_the_server_at_once() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_serve_takes_the_rule_options_and_the_configuration(tmp_path: Path) -> None:
+    """``serve`` loads rules as ``analyze`` does: --rules, --keep-going, and the project's
+    configuration (extra folders, disabled rules, severity overrides)."""
+    import socket
+
+    team = tmp_path / "team-rules"
+    team.mkdir()
+    shipped = (ROOT / "rules" / "torch" / "DESYNC002.yaml").read_text()
+    (team / "DESYNC002.yaml").write_text(shipped.replace('title: "Rank {rank}', 'title: "Team says: rank {rank}'))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "NET900.yaml").write_text("id: NET900\nname: x\ncategory: nope\n")
+    (tmp_path / ".ncclsleuth.yaml").write_text("rules: [team-rules]\ndisable: [INITT*]\nseverity: {NET001: warning}\n")
+    args = [sys.executable, "-m", "ncclsleuth", "serve", "--rules", str(broken)]
+    refused = subprocess.run([*args, "--port", "0"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "rules check" in refused.stderr  # before it binds anything
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*args, "--keep-going", "--port", str(port)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        body = b""
+        for _ in range(300):
+            try:
+                code, body, _ = call(f"http://127.0.0.1:{port}/rules")
+                if code == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        rules = {r["id"]: r for r in json.loads(body)["rules"]}
+        assert rules["DESYNC002"]["title"].startswith("Team says: rank")
+        assert rules["NET001"]["severity"] == "warning"
+        assert not any(i.startswith("INITT") for i in rules)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "NET900.yaml" in err and "(skipped)" in err
+    assert err.count("replaces the shipped rule DESYNC002") == 1

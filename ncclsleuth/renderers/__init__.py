@@ -107,6 +107,19 @@ def _who(same: Sequence[Any], count: int) -> str:
     return f"{files} files" if files > 1 else ""
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a space, with ``…`` where it was
+    cut (a long evidence line shown whole would fill the screen; cut mid-word it reads as
+    a different value).  A text without a space near the cut is cut at the limit."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip() + " …"
+
+
 def common_dir(paths: Sequence[str]) -> str:
     """The folder all these files are in ('' when none is shared, or for one bare name)."""
     dirs = [os.path.dirname(p) for p in paths if p and not p.startswith("<")]

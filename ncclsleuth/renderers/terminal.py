@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report import HOW_TO_GET_A_LOG, NOT_A_LOG
-from . import collapse, common_dir, reflow
+from . import clip, collapse, common_dir, reflow
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: wide enough that nothing wraps: the "no wrapping" console of pipes and files
@@ -143,7 +143,7 @@ def _evidence(evidence: list[Any], base: str, indent: int, limit: int) -> tuple[
         grid.add_column(justify="right", style="dim", no_wrap=True)
         grid.add_column(overflow="fold")
         for g in groups:
-            text = Text(g.text.strip()[:400])
+            text = Text(clip(g.text.strip(), 400))
             if g.count > 1:
                 text += Text(f"  ({g.times}{', ' + g.who if g.who else ''})", style="dim")
             grid.add_row(str(g.line), text)

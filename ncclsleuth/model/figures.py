@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import events as E
-from .job import JobModel
+from .job import Comm, JobModel
 
 #: glog's prefix (PyTorch's C++ lines): ``E1129 11:41:55.747094967`` -> the time of day
 _GLOG = re.compile(r"^[IWEF]?(\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)$")
@@ -54,6 +54,8 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
     timestamps: ``rank``, ``host``, ``offset``/``duration`` in seconds (from
     Init START/COMPLETE timestamps when both parse, else offset 0 and the
     ``Init timings`` total), ``phases`` ([name, seconds]) and ``source``.
+    ``init_progress``: where init never completed, how far each rank got
+    (:func:`init_progress`).
     """
     comms = sorted((c for c in model.comms.values() if c.key != "unknown" and (c.ranks or c.rings)),
                    key=lambda c: (-(c.nranks or len(c.ranks)), c.key))
@@ -94,7 +96,33 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
             if row["source"] == "timestamps":
                 row["offset"] = round(row["offset"] - base, 6)
         init = rows
-    return {"comms": out_comms, "init": init, "collectives": collective_rows(model), "failed_at": failed_at(model)}
+    return {"comms": out_comms, "init": init, "init_progress": init_progress(model, comms[0] if comms else None),
+            "collectives": collective_rows(model), "failed_at": failed_at(model)}
+
+
+def init_progress(model: JobModel, comm: Comm | None) -> list[dict[str, Any]]:
+    """How far init got on each rank of ``comm`` when some rank never completed it (an init
+    failure has no timings to draw): whether it logged Init START and COMPLETE, and the
+    first error line of its process (``error``: text, ``source``, ``line``).  Empty when
+    every rank completed init."""
+    if comm is None or all(st.complete is not None for st in comm.ranks.values()):
+        return []
+    by_process: dict[tuple[str | None, int | None], E.Event] = {}
+    by_rank: dict[int, E.Event] = {}
+    for ev in model.error_events():  # in input order: the first one of each process wins
+        if ev.pid is not None and ev.host:
+            by_process.setdefault((ev.host, ev.pid), ev)
+        if ev.rank is not None:
+            by_rank.setdefault(ev.rank, ev)
+    rows = []
+    for r, st in sorted(comm.ranks.items()):
+        first = by_process.get((st.host, st.pid)) or by_rank.get(r)
+        rows.append({"rank": r, "host": st.host, "started": st.start is not None,
+                     "completed": st.complete is not None,
+                     "error": first.text.strip() if first is not None else None,
+                     "source": first.source if first is not None else None,
+                     "line": first.line if first is not None else None})
+    return rows
 
 
 def collective_rows(model: JobModel) -> list[dict[str, Any]]:

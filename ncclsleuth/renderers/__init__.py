@@ -42,6 +42,12 @@ def host_runs(order: list[int], rank_host: dict[int, str]) -> list[tuple[str, li
 _DIGITS = str.maketrans("", "", "0123456789")
 
 
+def shape(text: str) -> str:
+    """A line with its digits deleted: the same message from another rank, pid or address
+    has the same shape (str.translate, not a regex: cheap over thousands of lines)."""
+    return text.strip().translate(_DIGITS)
+
+
 @dataclass
 class Line:
     """An evidence line as shown: the first of its repeats, how many, by whom."""
@@ -66,7 +72,7 @@ def collapse(evidence: Sequence[Any]) -> list[tuple[str, list[Line]]]:
     finding collapsed already (``Finding.shown``: over all its evidence) keep their counts."""
     first: dict[str, tuple[Any, list[Any]]] = {}
     for e in evidence:
-        key = e.text.strip().translate(_DIGITS)
+        key = shape(e.text)
         first.setdefault(key, (e, []))[1].append(e)
     per_file: dict[str, list[Line]] = {}
     for e, same in first.values():
@@ -118,6 +124,29 @@ def clip(text: str, limit: int) -> str:
     if space > limit // 2:
         head = head[:space]
     return head.rstrip() + " …"
+
+
+@dataclass
+class InitGroup:
+    """Ranks on one host whose init got as far and logged the same first error."""
+
+    host: str | None
+    ranks: set[int]
+    #: the group's first rank's row of ``init_progress`` (its error line stands for all)
+    first: dict[str, Any]
+
+
+def init_progress_groups(rows: Sequence[dict[str, Any]]) -> list[InitGroup]:
+    """The ``init_progress`` figure per host and outcome (digits aside: the same WARN from
+    each rank's pid is one outcome): 64 ranks on 8 hosts that failed alike are 8 groups."""
+    groups: list[tuple[tuple[Any, ...], InitGroup]] = []
+    for r in sorted(rows, key=lambda r: (r.get("host") or "", r["rank"])):
+        key = (r.get("host"), r["started"], r["completed"], shape(r.get("error") or ""))
+        if groups and groups[-1][0] == key:
+            groups[-1][1].ranks.add(r["rank"])
+        else:
+            groups.append((key, InitGroup(r.get("host"), {r["rank"]}, r)))
+    return [g for _, g in groups]
 
 
 def common_dir(paths: Sequence[str]) -> str:

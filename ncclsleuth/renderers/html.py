@@ -15,7 +15,7 @@ import math
 from html import escape
 from typing import Any
 
-from . import evidence_lines, host_runs
+from . import clip, evidence_lines, host_runs, init_progress_groups
 from .markdown import short_file, summary_line, verdict_sentence, where
 
 #: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
@@ -36,6 +36,8 @@ TRANSPORT_COLORS = [  # (prefix, colour, legend label)
 ]
 UNKNOWN_COLOR = "#9e9e9e"
 HOT = "#d32f2f"
+#: rows of the init progress table (a host whose ranks failed alike is one row)
+MAX_INIT_GROUPS = 64
 PHASE_COLORS = {"kernels": "#90caf9", "alloc": "#ce93d8", "bootstrap": "#ef9a9a", "allgathers": "#ffcc80",
                 "topo": "#a5d6a7", "graphs": "#80deea", "connections": "#9fa8da", "rest": "#bcaaa4"}
 _EXTRA_PHASE = ["#e6ee9c", "#f48fb1", "#b0bec5", "#ffab91"]
@@ -548,8 +550,37 @@ def _timeline(report: Any, figures: dict[str, Any] | None, hot_hosts: set[str], 
                 '<p class="note">The job hung in a collective: what each rank completed last, where it timed out, and '
                 "when it wrote its last line.</p>", f'<div class="fig">{svg}</div>']
     svg = timeline_svg((figures or {}).get("init") or [], hot_hosts, hot_ranks) if figures is not None else ""
-    return ["<h2>Init timeline</h2>", f'<div class="fig">{svg}</div>' if svg else
-            '<p class="note">No init timings or Init START/COMPLETE timestamps in the logs.</p>']
+    if svg:
+        return ["<h2>Init timeline</h2>", f'<div class="fig">{svg}</div>']
+    progress = (figures or {}).get("init_progress") or []
+    if progress:
+        return ["<h2>Init progress</h2>", init_progress_table(progress, hot_hosts, hot_ranks)]
+    return ["<h2>Init timeline</h2>", '<p class="note">No init timings or Init START/COMPLETE timestamps in the logs.</p>']
+
+
+def init_progress_table(rows: list[dict[str, Any]], hot_hosts: set[str], hot_ranks: set[int]) -> str:
+    """Init never completed (no timings to draw): one table row per run of ranks on a host
+    that got as far and logged the same first error, the culprit's red."""
+    from ..model.stats import ranges
+
+    done = sum(1 for r in rows if r["completed"])
+    out = [f'<p class="note">Init completed on {done} of {len(rows)} ranks: how far each rank got, and the first '
+           "error its process logged.</p>",
+           "<table><tr><th>host</th><th>ranks</th><th>Init START</th><th>Init COMPLETE</th><th>first error</th></tr>"]
+    groups = init_progress_groups(rows)
+    for g in groups[:MAX_INIT_GROUPS]:
+        hot = bool(g.ranks & hot_ranks) or g.host in hot_hosts
+        style = f' style="color:{HOT};font-weight:700"' if hot else ""
+        first = g.first
+        err = (f'<span class="loc">{_e(short_file(first["source"] or ""))}:{first["line"]}</span>'
+               f'<br><code>{_e(clip(first["error"], 240))}</code>' if first.get("error") else "none logged")
+        out.append(f"<tr><td{style}>{_e(g.host or 'host not logged')}</td><td{style}>{_e(ranges(g.ranks, ', '))}</td>"
+                   f"<td>{'yes' if first['started'] else 'not logged'}</td><td>{'yes' if first['completed'] else 'no'}"
+                   f"</td><td>{err}</td></tr>")
+    if len(groups) > MAX_INIT_GROUPS:
+        out.append(f'<tr><td colspan="5" class="note">… {len(groups) - MAX_INIT_GROUPS} more groups of ranks</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
 
 
 def render(report: Any, color: bool = False, figures: dict[str, Any] | None = None, title: str | None = None,

@@ -87,6 +87,27 @@ def fence(text: str, lang: str = "") -> str:
     return f"{mark}{lang}\n{text.rstrip()}\n{mark}"
 
 
+def init_progress_md(rows: list[dict[str, Any]]) -> list[str]:
+    """Init never completed: how far each host's ranks got and the first error they logged."""
+    from ..model.stats import ranges
+    from . import clip, init_progress_groups
+
+    done = sum(1 for r in rows if r["completed"])
+    out = ["## Init progress", "", f"Init completed on {done} of {len(rows)} ranks.", "",
+           "| host | ranks | Init START | Init COMPLETE | first error |", "|---|---|---|---|---|"]
+    groups = init_progress_groups(rows)
+    for g in groups[:64]:
+        f = g.first
+        err = (f"`{short_file(f['source'] or '')}:{f['line']}` `{clip(f['error'], 160).replace('|', '¦')}`"
+               if f.get("error") else "none logged")
+        started = "yes" if f["started"] else "not logged"
+        out.append(f"| {g.host or 'host not logged'} | {ranges(g.ranks, ', ')} | {started}"
+                   f" | {'yes' if f['completed'] else 'no'} | {err} |")
+    if len(groups) > 64:
+        out.append(f"\n_… {len(groups) - 64} more groups of ranks_")
+    return [*out, ""]
+
+
 def cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(0, n - 1)] + "…"
 
@@ -316,6 +337,8 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
         slow = max((r for r in init if r.get("duration") is not None), key=lambda r: r["duration"])
         on = f" on {slow['host']}" if slow.get("host") else ""
         out += [f"Slowest: rank {slow['rank']}{on}, {slow['duration']:.2f} s.", ""]
+    elif (figures or {}).get("init_progress"):
+        out += init_progress_md((figures or {})["init_progress"])
     out += ["## Unexplained warnings", ""]
     if not report.unexplained:
         out.append("None: every warning/error line is explained by a finding above.")

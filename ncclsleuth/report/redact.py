@@ -204,7 +204,7 @@ def redact_figures(figures: dict[str, Any] | None, redactor: Redactor) -> dict[s
     for c in figures.get("comms") or []:
         for h in (c.get("rank_host") or {}).values():
             redactor.add_host(h)
-    for row in figures.get("init") or []:
+    for row in (*(figures.get("init") or ()), *(figures.get("init_progress") or ())):
         redactor.add_host(row.get("host"))
     for s in _strings(figures):
         redactor.collect(s)

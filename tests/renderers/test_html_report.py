@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -176,17 +177,48 @@ def _screenshot(exe: str, page: Path, png: Path, width: int) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("job", [DESYNC, JOB64], ids=["desync-16", "job64"])
-def test_postmortem_screenshots_at_two_widths(tmp_path: Path, job: Path) -> None:
+@pytest.fixture(scope="module")
+def init64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 64-rank job (8 hosts x 8 GPUs) whose init fails: node002 bootstraps on docker0, the
+    other 56 ranks cannot connect to it (the benchmark generator, deterministic)."""
+    out = tmp_path_factory.mktemp("init64") / "init64"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "generate.py"), "--ranks", "64", "--per-host", "8",
+                    "--channels", "2", "--inject", "wrong_iface", "--nccl-version", "2.23", "--out", str(out),
+                    "--seed", "3"], check=True, capture_output=True, timeout=120)
+    return out
+
+
+def test_an_init_failure_shows_how_far_each_host_got(tmp_path: Path, init64: Path) -> None:
+    _, text = _page(tmp_path, init64, "init64")
+    assert "<h2>Init progress</h2>" in text and "<h2>Init timeline</h2>" not in text
+    assert "Init completed on 0 of 64 ranks" in text
+    table = text.split("<h2>Init progress</h2>")[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td[^>]*>(node\d+)</td><td[^>]*>([\d, -]+)</td><td>(\w+)</td><td>(\w+)</td><td>(.*?)</td>",
+                      table)
+    assert [(h, r) for h, r, *_ in rows] == [(f"node{i:03d}", f"{8 * i}-{8 * i + 7}") for i in range(8)]
+    bad = rows[2]  # node002: the culprit, red, logged nothing; the others could not reach its docker0 address
+    assert bad[4] == "none logged" and 'color:#d32f2f;font-weight:700">node002<' in table
+    assert all("Connect to 172.17.0.1&lt;" in r[4] and "Connection refused" in r[4] for i, r in enumerate(rows) if i != 2)
+    md = CliRunner().invoke(main, ["report", str(init64), "--format", "markdown"]).output
+    assert "## Init progress" in md and "| node002 | 16-23 | yes | no | none logged |" in md
+
+
+@pytest.mark.parametrize("name", ["desync-16", "job64", "init64"])
+def test_postmortem_screenshots_at_two_widths(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
     """Headless Chromium renders the page at a laptop's width and a narrow window's: the
     pictures scale to the page (no fixed-width overflow) and carry something to see."""
     exe = _chromium()
     if exe is None:
         pytest.skip("chromium not installed (apt-get install -y chromium); screenshots skipped")
+    job = {"desync-16": DESYNC, "job64": JOB64}.get(name) or request.getfixturevalue("init64")
     page, text = _page(tmp_path, job, job.name)
     assert ".fig svg{max-width:100%;height:auto}" in text
     wide = _screenshot(exe, page, tmp_path / "wide.png", 1400)
     narrow = _screenshot(exe, page, tmp_path / "narrow.png", 820)
     assert len(wide) > 100_000 and len(narrow) > 100_000
     dom = _run_chromium(exe, "--dump-dom", page.as_uri()).stdout
-    assert dom.count("<svg") == 2 and "Job failed:" in dom
+    assert "Job failed:" in dom and "culprit:" in dom
+    if name == "init64":  # the ring, and how far init got instead of a timeline with nothing to draw
+        assert dom.count("<svg") == 1 and "Init progress" in dom
+    else:
+        assert dom.count("<svg") == 2

@@ -58,7 +58,8 @@ TMUX_LOGS = [CORPUS / "horovod-584-lo-interface", CORPUS / "nccl-1235-oom-multin
              CORPUS / "simpletuner-2712-desync"]
 
 
-def _tmux_capture(tmp_path: Path, width: int, *args: str) -> str:
+def _tmux_capture(tmp_path: Path, width: int, *args: str, env_add: dict[str, str] | None = None,
+                  escapes: bool = False) -> str:
     """What a terminal WIDTH columns wide shows of ``ncclsleuth ARGS``: run in a detached
     tmux pane (a real tty, no COLUMNS: the width is the terminal's), captured as drawn."""
     import shlex
@@ -67,9 +68,10 @@ def _tmux_capture(tmp_path: Path, width: int, *args: str) -> str:
     sock = f"ncclsleuth-test-{os.getpid()}-{width}"
     conf = tmp_path / "tmux.conf"
     conf.write_text("set -g history-limit 20000\n")
-    done = tmp_path / f"done-{width}"
+    done = tmp_path / f"done-{width}-{len(list(tmp_path.glob('done-*')))}"
     cmd = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "ncclsleuth", *args))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TMUX")}
+    env.update(env_add or {})
     tmux = ["tmux", "-L", sock, "-f", str(conf)]
     subprocess.run([*tmux, "new-session", "-d", "-x", str(width), "-y", "40", "-c", str(ROOT),
                     f"{cmd}; touch {shlex.quote(str(done))}; sleep 600"], check=True, env=env, timeout=60)
@@ -79,7 +81,8 @@ def _tmux_capture(tmp_path: Path, width: int, *args: str) -> str:
                 break
             time.sleep(0.1)
         assert done.exists(), "ncclsleuth did not finish in the tmux pane"
-        return subprocess.run([*tmux, "capture-pane", "-p", "-S", "-", "-E", "-"], capture_output=True, text=True,
+        return subprocess.run([*tmux, "capture-pane", "-p", *(["-e"] if escapes else []), "-S", "-", "-E", "-"],
+                              capture_output=True, text=True,
                               check=True, timeout=60).stdout
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=60)
@@ -107,6 +110,14 @@ def test_tmux_capture_has_no_broken_word_or_border(tmp_path: Path, width: int, l
             for word in _words(ev["text"][:380])[:-1]:
                 if len(word) < width - 12:
                     assert word in shown, f"evidence word {word!r} broken at width {width}"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_a_terminal_gets_colour_unless_no_color_is_set(tmp_path: Path) -> None:
+    args = ("analyze", str(CORPUS / "horovod-584-lo-interface"), "--fail-on", "never")
+    assert ANSI.search(_tmux_capture(tmp_path, 100, *args, escapes=True))
+    plain = _tmux_capture(tmp_path, 100, *args, env_add={"NO_COLOR": "1"}, escapes=True)
+    assert "ncclsleuth verdict" in plain and not ANSI.search(plain)
 
 
 def test_piped_output_is_not_wrapped() -> None:
@@ -145,6 +156,31 @@ def test_evidence_is_grouped_by_file_in_line_order_and_repeats_collapsed() -> No
     numbers = [int(m) for m in re.findall(r"^ {7}(\d+) ", block, re.M)]
     assert numbers == sorted(numbers) and numbers
     assert "(×15, ranks 0-3, 5-15)" in block  # one watchdog line from 15 ranks, said once
+
+
+def _with_bar_at_once(*args: str) -> list[str]:
+    """``ncclsleuth ARGS`` through the CLI's entry point with the bar's delay set to 0 (a
+    2-second delay keeps it off quick runs such as this one)."""
+    code = ("import sys; import ncclsleuth.cli.progress as P; P.DELAY = 0; from ncclsleuth.cli import entry; "
+            f"sys.argv = ['ncclsleuth', *{list(args)!r}]; entry()")
+    return [sys.executable, "-c", code]
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="script (util-linux) not installed")
+def test_progress_bar_with_total_and_eta_on_stderr_only_on_a_terminal(tmp_path: Path) -> None:
+    import shlex
+
+    cmd = _with_bar_at_once("analyze", str(DESYNC), "-j", "1")
+    out, typescript = tmp_path / "stdout.txt", tmp_path / "typescript"
+    # stderr is script's pty (a terminal), stdout a file
+    shell = " ".join(shlex.quote(c) for c in cmd) + f" > {shlex.quote(str(out))}"
+    subprocess.run(["script", "-qec", shell, str(typescript)], capture_output=True, timeout=300, cwd=ROOT)
+    drawn = ANSI.sub("", typescript.read_text(encoding="utf-8", errors="replace"))
+    assert re.search(r"reading .*100% 16/16 files ETA 0:00:00", drawn)  # the total, its files, the ETA
+    report = out.read_text()
+    assert "ncclsleuth verdict" in report and "reading" not in report and "ETA" not in report
+    piped = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)  # stderr not a terminal
+    assert piped.returncode == 1 and "reading" not in piped.stderr and "ETA" not in piped.stderr
 
 
 # ----------------------------------------------------------------------------- not a log
@@ -282,6 +318,47 @@ def test_rules_check_reports_every_mistake_at_once_with_file_line_and_key(tmp_pa
     assert f"{f901}:3: key 'title': placeholder {{peerr}}: no matched event or fact has a field 'peerr'" \
            " (did you mean 'peer'?)" in out
     assert "2 rule files checked: 8 errors in 2 files" in res.stderr
+
+
+SIX_MISTAKES_ONE_FILE = """\
+id: NET950
+name: net.six_mistakes
+title: "Peer {peer} refused"
+category: network_blokced
+severity: fatal
+confidence: 0.5
+description: x
+match:
+  all:
+    - event: socket_error
+      where:
+        error: {regexx: refused}
+    - fact: no_such_fact
+    - event: socket_eror
+message: "{host}: refused"
+fix: do something
+references: [shared/reference/nccl/FORMAT.md]
+tests:
+  - name: t
+    fail: "x"
+    expect_line: 1
+"""
+
+
+def test_one_rule_file_with_six_different_mistakes_is_told_all_of_them_in_one_run(tmp_path: Path) -> None:
+    (tmp_path / "NET950.yaml").write_text(SIX_MISTAKES_ONE_FILE)
+    res = run("rules", "check", str(tmp_path))
+    assert res.returncode == 2 and "1 rule file checked: 6 errors in 1 file" in res.stderr
+    where = re.findall(r"^" + re.escape(str(tmp_path / "NET950.yaml")) + r":(\d+): key '([^']+)': (.*)$",
+                       res.stdout, re.M)
+    assert [(int(n), k) for n, k, _ in where] == [
+        (4, "category"), (5, "severity"), (12, "match.all[0].where.error.regexx"), (13, "match.all[1].fact"),
+        (14, "match.all[2].event"), (17, "references[0]")]
+    said = dict((k, m) for _, k, m in where)
+    assert said["severity"] == "severity must be one of info, warning, error (got 'fatal')"
+    assert said["match.all[1].fact"].startswith("unknown fact 'no_such_fact' (known: ") and "init_timing" in \
+        said["match.all[1].fact"]
+    assert said["match.all[2].event"].startswith("unknown event kind 'socket_eror' (did you mean 'socket_error'?)")
 
 
 def test_keep_going_skips_a_broken_rule_file_on_every_command(tmp_path: Path) -> None:

@@ -81,13 +81,17 @@ class Bar:
                 self.progress.stop()
 
 
+#: seconds before the bar appears: a run shorter than this prints nothing extra
+DELAY = 2.0
+
+
 @contextmanager
-def progress_for(enabled: bool, delay: float = 2.0, console: Any = None) -> Iterator[Bar | None]:
+def progress_for(enabled: bool, delay: float | None = None, console: Any = None) -> Iterator[Bar | None]:
     """A :class:`Bar` while the block runs (None when not ``enabled``)."""
     if not enabled:
         yield None
         return
-    bar = Bar(delay, console)
+    bar = Bar(DELAY if delay is None else delay, console)
     try:
         yield bar
     finally:

@@ -183,6 +183,22 @@ def test_progress_bar_with_total_and_eta_on_stderr_only_on_a_terminal(tmp_path: 
     assert piped.returncode == 1 and "reading" not in piped.stderr and "ETA" not in piped.stderr
 
 
+# ----------------------------------------------------------------------------- words, ranks, hosts
+
+
+def test_a_finding_names_the_ranks_its_message_names() -> None:
+    """NCCL names ranks in its words ("at and around rank 39"): the finding's ranks say so,
+    not only ranks in a [rankN] prefix."""
+    log = (b"gpu7:401:402 [3] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+           b"gpu7:401:409 [3] enqueue.cc:1247 NCCL WARN Mismatched collective detected, please check your "
+           b"collective calls at and around rank 39. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see "
+           b"the collective logs\n")
+    res = run("analyze", "-", "--format", "json", "--fail-on", "never", stdin=log)
+    f = json.loads(res.stdout)["findings"][0]
+    assert (f["rule_id"], f["ranks"], f["hosts"]) == ("MSG022", [39], ["gpu7"])
+    assert f["evidence"][0]["line"] == 2
+
+
 # ----------------------------------------------------------------------------- not a log
 
 

@@ -440,3 +440,25 @@ def test_a_pyproject_that_only_mentions_the_table_is_passed_over(tmp_path: Path)
     (sub / "pyproject.toml").write_text('[project]\nname = "x"  # configure with [tool.ncclsleuth]\n')
     res = run("config", "show", cwd=sub)
     assert res.returncode == 0 and f"# configuration file: {tmp_path / '.ncclsleuth.yaml'}" in res.stdout
+
+
+def test_shell_completion_as_documented() -> None:
+    """The script the README says to eval, and the completions a shell then asks for:
+    commands, options, an option's choices."""
+    script = run("completion", "bash")
+    assert script.returncode == 0 and "_NCCLSLEUTH_COMPLETE=bash_complete" in script.stdout
+    assert 'eval "$(ncclsleuth completion bash)"' in (ROOT / "README.md").read_text()
+
+    exe = Path(sys.executable).with_name("ncclsleuth")  # the console script a shell completes
+    if not exe.exists():
+        pytest.skip("no ncclsleuth console script beside this Python (pip install -e .)")
+
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**os.environ, "_NCCLSLEUTH_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        res = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
+        return [line.split(",", 1)[1] for line in res.stdout.splitlines()]
+
+    assert complete("ncclsleuth ana", 1) == ["analyze"]
+    assert complete("ncclsleuth analyze --col", 2) == ["--color"]
+    assert complete("ncclsleuth analyze --color ", 3) == ["auto", "always", "never"]
+    assert run("completion", "tcsh").returncode == 2

@@ -7,6 +7,7 @@ merge its results in input order (:func:`~.merge.merge`).
 """
 from __future__ import annotations
 
+from ..ingest import dumps
 from ..ingest.blocks import BlockReader
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
@@ -21,6 +22,12 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     This is the unit of parallel work: it returns a compact per-file model (aggregates
     and the events rules look at), never the raw lines.
     """
+    form, inp = dumps.sniff(inp)  # opened once: the dump reader or the block reader reads on
+    if form is not None:  # a Flight Recorder dump by its first bytes, not a text log
+        loaded = dumps.load(inp, form)
+        if not loaded.as_text:
+            return _dump_one(inp, loaded)
+        inp = dumps.as_log(inp, loaded)
     model = JobModel()
     reader = BlockReader(inp)
     src = inp.display
@@ -35,6 +42,21 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
         model.add(ev)
     model.lines += reader.lines
     return model, reader.notices, bool(reader.lines or not reader.notices)
+
+
+def _dump_one(inp: InputFile, loaded: dumps.Loaded) -> tuple[JobModel, list[Notice], bool]:
+    """A Flight Recorder dump's own model: its records, folded when models merge
+    (:mod:`.flight`), or only its notice when it was refused."""
+    from ..parse.frdump import normalise
+    from .flight import FlightRecords
+
+    model = JobModel()
+    src = inp.display
+    model.add_source(src)
+    if loaded.data is None:
+        return model, loaded.notices, False
+    model.flight = FlightRecords(pending=[normalise(loaded.data, src, loaded.form)])
+    return model, loaded.notices, True
 
 
 _CACHES: dict[bool, ShapeCache] = {}

@@ -111,8 +111,17 @@ def socket_fallback(model: JobModel) -> list[SocketFallback]:
 
 
 def _fallback_reasons(p: Process, ib_hosts: set[str | None]) -> tuple[list[str], list[E.Event]]:
+    """Why this process is on sockets and why RDMA should have been there; nothing unless the
+    log shows RDMA was expected: a missing libibverbs (or NET/IB finding no device) alone is
+    what every node without InfiniBand/RoCE prints (2.3..2.10 ibvwrap: the IB transport is
+    simply not loaded), not a fallback."""
     reasons: list[str] = []
     ev: list[E.Event] = []
+    expected = (p.env.get("NCCL_IB_DISABLE", "0") not in ("0", "") or bool(p.env.get("NCCL_IB_HCA"))
+                or bool(p.plugins) or bool(ib_hosts - {p.host}) or bool(p.ib_devices)
+                or any(i.name.startswith("ib") for i in p.socket_ifaces))
+    if not expected:
+        return [], []
     if p.env.get("NCCL_IB_DISABLE", "0") not in ("0", ""):
         reasons.append("NCCL_IB_DISABLE is set")
         ev.append(p.evidence["env:NCCL_IB_DISABLE"])

@@ -34,7 +34,8 @@ __all__ = ["MAX_ENTRIES", "RELEASES", "Frame", "FrDump", "FrOp", "normalise", "r
 MAX_ENTRIES = 200_000
 #: frames kept per entry, tensors per entry, dimensions per tensor
 MAX_FRAMES, MAX_TENSORS, MAX_DIMS = 64, 256, 16
-_RANK_IN_NAME = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|pt))?(?:\.(?:gz|bz2|xz))?$")
+_RANK_IN_NAME = re.compile(r"(\d+)$")
+_EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _INTS = re.compile(r"-?\d+")
 _INTERN: dict[Any, Any] = {}
 _INTERN_CAP = 200_000
@@ -43,7 +44,10 @@ _INTERN_CAP = 200_000
 def rank_from_name(path: str) -> int | None:
     """The rank a dump's file name ends with (``nccl_trace_rank_12``, ``rank_3.json``): the
     writer appends the global rank to its prefix; the content does not hold it."""
-    m = _RANK_IN_NAME.search(os.path.basename(path))
+    name = os.path.basename(path)
+    for _ in range(2):  # rank_3.json.gz, trace_0.log
+        name = _EXT.sub("", name)
+    m = _RANK_IN_NAME.search(name)
     return int(m.group(1)) if m else None
 
 

@@ -437,7 +437,8 @@ def _no_dump(model: JobModel, a: _Analysis) -> list[FrNoDump]:
         if calls:
             said.append(f"rank {r}'s own traceback stops in {getattr(calls[-1], 'call', '?')}")
             log_evs.append(calls[-1])
-    logs = ("The logs agree: " + "; ".join(said)) if said else "The logs say nothing about " + _who(missing)
+    logs = ("The logs agree: " + "; ".join(said)) if said else (
+        "The logs say nothing about " + _who(missing) if _has_logs(model) else "No logs among the inputs")
     context = ("Nothing else in the dumps points elsewhere: no mismatch and no other rank missing from a "
                "collective.")
     if a.mismatches:
@@ -530,9 +531,18 @@ def _logs_agree(model: JobModel, rank: int, op: FrOp | None, others: list[int], 
         agree.append(ok)
         said.append(f"their collective counters name {_who(sorted(laggard))} as behind")
     if not said:
+        if not _has_logs(model):
+            return "no logs among the inputs (add the ranks' logs: they say why)", []
         return "the logs say nothing about it (no traceback or counter of these ranks)", []
     verdict = "the logs agree" if all(agree) else "the logs disagree" if not any(agree) else "the logs partly agree"
     return f"{verdict}: {'; '.join(said)}", evs
+
+
+def _has_logs(model: JobModel) -> bool:
+    """Whether any input besides the dumps was read."""
+    fl = model.flight
+    dumps = {v.source for v in fl.ranks.values()} | {d[2] for d in fl.duplicates} if fl is not None else set()
+    return any(s not in dumps for s in model.sources)
 
 
 def _sync_calls(model: JobModel) -> dict[int, list[E.Event]]:
@@ -706,7 +716,8 @@ def fr_notes(model: JobModel) -> list[FrNotes]:
     if not mixed and not trips and not later and all(n.startswith("no stack frames") for n in notes):
         return []  # nothing a reader could trip over: the JSON form simply has no frames
     vtext = ", ".join(f"{ver} ({_who(rs)})" for ver, rs in sorted(versions.items()))
-    return [{"dumps": len(fl.ranks), "ranks": _who(fl.ranks), "versions": vtext, "notes": text or "-", "mixed": mixed,
+    return [{"dumps": len(fl.ranks), "ranks": _who(fl.ranks), "versions": vtext,
+             "notes": text or "the documented fields, nothing unusual", "mixed": mixed,
              "torchfrtrace": "; ".join(trips) or "-", "evidence": [_dump_ev(fl, r) for r in sorted(fl.ranks)[:1]]}]
 
 

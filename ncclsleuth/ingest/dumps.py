@@ -37,8 +37,12 @@ MAX_DUMP_BYTES = 256 << 20
 #: nccl_comm_state, comm_lib_version / nccl_version)
 DUMP_KEYS = frozenset({"version", "entries", "pg_config", "pg_status", "nccl_comm_state", "comm_lib_version",
                        "nccl_version"})
+#: how an ``ncclras`` report starts (NCCL 2.24+, src/ras/client_support.cc), after paste decoration
+_RAS_HEAD = re.compile(rb"(?m)^[>`\s]*(?:NCCL version \S+ compiled with CUDA|NCCL RAS client version|Job summary\s*$|"
+                       rb"Communicators\.\.\.|Errors\r?\n======|Warnings\r?\n========|"
+                       rb"#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|ERROR|MISMATCH)\r?$)")
 _JSON_HEAD = re.compile(rb'\A\s*\{\s*"(%s)"' % b"|".join(re.escape(k.encode()) for k in sorted(DUMP_KEYS)))
-_SNIFF = 64
+_SNIFF = 512
 
 
 class Refused(pickle.UnpicklingError):
@@ -56,11 +60,14 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def sniff_bytes(head: bytes) -> str | None:
-    """``"pickle"`` or ``"json"`` when these first bytes can start a dump, else None."""
+    """What these first bytes start: ``"pickle"`` or ``"json"`` (a dump), ``"ras"`` (an
+    ``ncclras`` report, read as text by the log reader and the report parser), else None."""
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return "pickle"
     if head[:1] in (b"{", b" ", b"\n", b"\t", b"\r") and _JSON_HEAD.match(head):
         return "json"
+    if _RAS_HEAD.search(head):
+        return "ras"
     return None
 
 
@@ -103,7 +110,8 @@ class Opened(InputFile):
 
 
 def sniff(inp: InputFile) -> tuple[str | None, InputFile]:
-    """(``"pickle"``/``"json"`` when the input is a dump, else None; the input to read).
+    """(``"pickle"``/``"json"`` for a dump, ``"ras"`` for an ``ncclras`` report, else None;
+    the input to read).
 
     The input is opened once here and the same stream is read afterwards, by the dump
     reader or the log reader; standard input is peeked, not consumed."""

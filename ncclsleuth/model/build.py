@@ -12,6 +12,7 @@ from ..ingest.blocks import BlockReader
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
 from ..parse.lines import FileParser
+from ..parse.rasreport import RasReportParser
 from .job import JobModel
 
 
@@ -23,7 +24,7 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     and the events rules look at), never the raw lines.
     """
     form, inp = dumps.sniff(inp)  # opened once: the dump reader or the block reader reads on
-    if form is not None:  # a Flight Recorder dump by its first bytes, not a text log
+    if form in ("pickle", "json"):  # a Flight Recorder dump by its first bytes, not a text log
         loaded = dumps.load(inp, form)
         if not loaded.as_text:
             return _dump_one(inp, loaded)
@@ -36,8 +37,12 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     fp = FileParser(src, shapes or worker_cache(cache), keep_text=False, use_catalog=False, sink=model)
     model.add_source(src)
     parse = fp.parse_block
+    ras = RasReportParser(src) if form == "ras" else None  # an ncclras report: its lines have no prefix
     for first, block in reader:
         parse(first, block)
+        if ras is not None:
+            for rev in ras.feed(first, block):
+                model.add(rev)
     for ev in fp.finish():
         model.add(ev)
     model.lines += reader.lines

@@ -163,6 +163,29 @@ def test_a_dump_over_the_size_bound_is_not_loaded(tmp_path, monkeypatch):
     assert not _fr(report)
 
 
+def test_a_pickle_that_shares_one_huge_list_everywhere_stays_bounded(tmp_path):
+    """A pickle can reference one object from everywhere (its memo): 10^6 ints as every
+    tensor's shape and every frame's name of every entry cost the file 5 MB once; reading
+    them naively would build 10^11 elements."""
+    huge = list(range(10 ** 6))
+    entry = {"record_id": 0, "collective_seq_id": 1, "profiling_name": "nccl:all_reduce",
+             "process_group": ("0", "default_pg"), "input_sizes": [huge] * 256, "output_sizes": [huge] * 256,
+             "input_dtypes": [huge] * 256, "frames": [{"name": huge, "filename": huge, "line": 1}] * 64,
+             "state": "scheduled"}
+    data = pickle.dumps({"version": "2.10", "pg_config": {}, "entries": [entry] * 100_000}, protocol=4)
+    assert len(data) < 16 << 20
+    (tmp_path / "rank_0").write_bytes(data)
+    t = time.process_time()
+    built = api.build([str(tmp_path)])
+    assert time.process_time() - t < 60
+    view = built.model.flight.fold().ranks[0]
+    assert view.entries == 2000  # the unusual shape is read value by value, a bounded number of times
+    assert "98000 malformed entries skipped (of an unusual shape, past the first 2000 read)" in view.notes
+    op = view.last
+    assert op is not None and len(op.in_sizes) == 256 and all(len(t) == 16 for t in op.in_sizes)
+    assert op.frames[0].name == "?"
+
+
 # --------------------------------------------------------------------------- found by content
 
 

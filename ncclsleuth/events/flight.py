@@ -33,21 +33,30 @@ class FrOp(NamedTuple):
     op: str  # all_reduce, broadcast, send, coalesced, ...
     backend: str  # nccl, gloo, ...
     peer: str | None  # "1->2" of a send, "3<-0" of a recv
-    in_sizes: tuple[tuple[int, ...], ...]
-    out_sizes: tuple[tuple[int, ...], ...]
-    in_dtypes: tuple[str, ...]
-    out_dtypes: tuple[str, ...]
+    #: what every rank of a group must agree on at one sequence number (interned):
+    #: (op, input sizes, output sizes, input dtypes, output dtypes)
+    signature: tuple[Any, ...]
     state: str  # completed | started | scheduled, as far as the dump can tell
     raw_state: str  # what the entry says
     retired: bool | None
     frames: tuple[Frame, ...]
     created_ns: int | None
-    timeout_ms: int | None
 
     @property
-    def signature(self) -> tuple[Any, ...]:
-        """What every rank of a group must agree on at one sequence number."""
-        return (self.op, self.in_sizes, self.out_sizes, self.in_dtypes, self.out_dtypes)
+    def in_sizes(self) -> tuple[tuple[int, ...], ...]:
+        return self.signature[1]
+
+    @property
+    def out_sizes(self) -> tuple[tuple[int, ...], ...]:
+        return self.signature[2]
+
+    @property
+    def in_dtypes(self) -> tuple[str, ...]:
+        return self.signature[3]
+
+    @property
+    def out_dtypes(self) -> tuple[str, ...]:
+        return self.signature[4]
 
     @property
     def where(self) -> Frame | None:

@@ -213,39 +213,51 @@ class FlightRecords:
         return keep is view
 
     def _add(self, d: FrDump) -> None:
+        """Fold one dump: per entry a few dict lookups and one byte of a bitmap set in place
+        (the rank's byte and bit are the same for all its entries)."""
         if d.rank is None:
             self.unranked.append(d.source)
             return
         r = d.rank
-        view = _view(d)
-        self._keep(view)
+        self._keep(_view(d))
         rows, order, descs = self.rows, self.order, self.descs
+        i, bit = r >> 3, 1 << (r & 7)
+        pad = bytes(i + 1)
+
+        def mark(bits: RankBits) -> None:
+            b = bits.b
+            if len(b) <= i:
+                b.extend(pad[: i + 1 - len(b)])
+            b[i] |= bit
+
         for op in d.entries:
-            if op.desc and not descs.get(op.pg):
-                descs[op.pg] = op.desc
-            sig = op.signature
+            pg, sig = op.pg, op.signature
+            if op.desc and pg not in descs:
+                descs[pg] = op.desc
             o = order.get(op.record_id)
             if o is None:
                 o = order[op.record_id] = {}
             bits = o.get(sig)
             if bits is None:
                 bits = o[sig] = RankBits()
-            bits.add(r)
+            mark(bits)
             if op.p2p:
                 continue
-            key = (op.pg, op.seq)
+            key = (pg, op.seq)
             row = rows.get(key)
             if row is None:
                 row = rows[key] = Row()
             bits = row.sigs.get(sig)
             if bits is None:
                 bits = row.sigs[sig] = RankBits()
-            bits.add(r)
-            if op.state == "completed":
-                row.done.add(r)
-            elif op.state == "started":
-                row.started.add(r)
-            if _better(r, op, row.ex.get(sig)):
+            mark(bits)
+            state = op.state
+            if state == "completed":
+                mark(row.done)
+            elif state == "started":
+                mark(row.started)
+            ex = row.ex.get(sig)
+            if ex is None or r < ex[0] or (r == ex[0] and op.frames and not ex[1].frames):
                 row.ex[sig] = (r, op)
 
     # ------------------------------------------------------------------ queries

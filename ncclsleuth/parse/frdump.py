@@ -32,6 +32,9 @@ __all__ = ["MAX_ENTRIES", "RELEASES", "Frame", "FrDump", "FrOp", "normalise", "r
 
 #: entries read from one dump (the default ring is 2,000; 100x that is not a real dump)
 MAX_ENTRIES = 200_000
+#: entries of unusual shape read per dump (each is converted value by value; real dumps
+#: have none: this bounds the time a crafted one costs)
+MAX_ODD_ENTRIES = 2_000
 #: frames kept per entry, tensors per entry, dimensions per tensor
 MAX_FRAMES, MAX_TENSORS, MAX_DIMS = 64, 256, 16
 _RANK_IN_NAME = re.compile(r"(\d+)$")
@@ -83,10 +86,18 @@ def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
     return _i(tuple(out))
 
 
+def _text(v: Any, limit: int) -> str:
+    """A string field as text, cut; anything else (a hostile dump's huge list) as "?",
+    never through ``str()`` of the whole value."""
+    if isinstance(v, str):
+        return v[:limit]
+    return str(v)[:limit] if isinstance(v, (int, float)) else "?"
+
+
 def _strs(v: Any) -> tuple[str, ...]:
     if not isinstance(v, (list, tuple)):
         return ()
-    return _i(tuple(str(x)[:64] for x in v[:MAX_TENSORS]))
+    return _i(tuple(_text(x, 64) for x in v[:MAX_TENSORS]))
 
 
 def _frames(v: Any) -> tuple[Frame, ...]:
@@ -95,7 +106,7 @@ def _frames(v: Any) -> tuple[Frame, ...]:
     out = []
     for f in v[:MAX_FRAMES]:
         if isinstance(f, dict):
-            out.append(_i(Frame(_i(str(f.get("name", "?"))[:200]), _i(str(f.get("filename", "?"))[:500]),
+            out.append(_i(Frame(_i(_text(f.get("name", "?"), 200)), _i(_text(f.get("filename", "?"), 500)),
                                 _int(f.get("line")) or 0)))
     return _i(tuple(out))
 
@@ -125,16 +136,16 @@ def _state(raw: str, retired: bool | None, seq: int, p2p: bool,
 
 def normalise(data: dict[str, Any], source: str, form: str, rank: int | None = None) -> FrDump:
     """A dump's plain data (see :mod:`ncclsleuth.ingest.dumps`) as an :class:`FrDump`."""
-    version = str(data.get("version", "?"))[:16]
+    version = _text(data.get("version", "?"), 16)
     d = FrDump(source=source, rank=rank_from_name(source) if rank is None else rank, form=form,
                version=_i(version), entries=[])
     lib = data.get("comm_lib_version", data.get("nccl_version"))
-    d.comm_lib = str(lib)[:64] if lib not in (None, "") else None
+    d.comm_lib = _text(lib, 64) if lib not in (None, "") else None
     cfg = data.get("pg_config")
     if isinstance(cfg, dict):
         for key, v in list(cfg.items())[:10_000]:
             if isinstance(v, dict):
-                d.pg_config[_i(str(key))] = (_i(str(v.get("desc", ""))[:200]), _ranks(v.get("ranks")))
+                d.pg_config[_i(_text(key, 200))] = (_i(_text(v.get("desc", ""), 200)), _ranks(v.get("ranks")))
     status = data.get("pg_status")
     if isinstance(status, dict):
         for key, v in list(status.items())[:10_000]:
@@ -146,8 +157,9 @@ def normalise(data: dict[str, Any], source: str, form: str, rank: int | None = N
     if len(raw_entries) > MAX_ENTRIES:
         d.notes.append(f"{len(raw_entries)} entries: only the last {MAX_ENTRIES} were read")
         raw_entries = raw_entries[-MAX_ENTRIES:]
+    odd = [MAX_ODD_ENTRIES]
     for pos, e in enumerate(raw_entries, 1):
-        op = _entry(e, pos, d.pg_status) if isinstance(e, dict) else None
+        op = _entry(e, pos, d.pg_status, odd) if isinstance(e, dict) else None
         if op is None:
             d.skipped += 1
         else:
@@ -156,38 +168,101 @@ def normalise(data: dict[str, Any], source: str, form: str, rank: int | None = N
     return d
 
 
-def _entry(e: dict[str, Any], pos: int, status: dict[str, tuple[int | None, int | None, int | None]]) -> FrOp | None:
-    name = e.get("profiling_name")
+_STATIC: dict[Any, Any] = {}
+_DIMS = MAX_TENSORS * MAX_DIMS
+_values = dict.values
+
+
+def _static(e: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What an entry shares with the other calls of the same collective from the same
+    line (names, group, sizes, dtypes, frames), normalised once per distinct raw value:
+    the key is built by C-level conversions only (a 2,000-entry ring holds a few dozen
+    distinct ones).  None when the entry is not of the shapes dumps hold (validated by
+    the slow path)."""
+    get = e.get
+    name, pg = get("profiling_name"), get("process_group", ())
+    ins, outs = get("input_sizes", ()), get("output_sizes", ())
+    idt, odt, frames = get("input_dtypes", ()), get("output_dtypes", ()), get("frames", ())
+    try:
+        if len(ins) > MAX_TENSORS or len(outs) > MAX_TENSORS or len(frames) > MAX_FRAMES or len(idt) > MAX_TENSORS \
+                or len(odt) > MAX_TENSORS or len(pg) > 4 or sum(map(len, ins)) > _DIMS or \
+                sum(map(len, outs)) > _DIMS or sum(map(len, frames)) > 8 * MAX_FRAMES:
+            return None  # bigger than any real entry (a pickle can share one huge list everywhere)
+        key = (name, tuple(pg), tuple(map(tuple, ins)), tuple(map(tuple, outs)), tuple(idt), tuple(odt),
+               tuple(map(tuple, map(_values, frames))))
+    except (TypeError, AttributeError):
+        return None
+    hit = _STATIC.get(key)
+    if hit is None:
+        hit = _normalised(name, pg, ins, outs, idt, odt, frames)
+        if hit is not None and len(_STATIC) < _INTERN_CAP:
+            _STATIC[key] = hit
+    return hit
+
+
+def _slow_static(e: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The same as :func:`_static` for entries of odd shapes, every value checked."""
+    get = e.get
+    return _normalised(get("profiling_name"), get("process_group"), get("input_sizes"), get("output_sizes"),
+                       get("input_dtypes"), get("output_dtypes"), get("frames"))
+
+
+def _normalised(name: Any, pg: Any, ins: Any, outs: Any, idt: Any, odt: Any, frames: Any) -> tuple[Any, ...] | None:
+    """(backend, op, peer, group name, description, signature, frames) of an entry's
+    shared values; ``nccl:send 1->2`` is backend nccl, op send, peer 1->2."""
     if not isinstance(name, str):
         return None
     backend, _, rest = name.partition(":")
     if not rest:
         backend, rest = "", name
     parts = rest.split(" ", 1)
-    opname = parts[0]
-    peer = parts[1] if len(parts) > 1 else None
-    pg = e.get("process_group")
-    pg_name, desc = (str(pg[0]), str(pg[1])) if isinstance(pg, (list, tuple)) and len(pg) >= 2 else ("", "")
-    pg_id = _int(e.get("pg_id"))
+    opname = _i(parts[0][:64])
+    pg_name, desc = (_i(_text(pg[0], 200)), _i(_text(pg[1], 200))) if isinstance(pg, (list, tuple)) and len(pg) >= 2 \
+        else ("", "")
+    return (_i(backend[:32]), opname, _i(parts[1][:32]) if len(parts) > 1 else None, pg_name, desc,
+            _i((opname, _sizes(ins), _sizes(outs), _strs(idt), _strs(odt))), _frames(frames))
+
+
+def _entry(e: dict[str, Any], pos: int, status: dict[str, tuple[int | None, int | None, int | None]],
+           odd: list[int]) -> FrOp | None:
+    st = _static(e)
+    if st is None:  # an unusual shape: value by value, a bounded number of times per dump
+        if odd[0] <= 0:
+            return None
+        odd[0] -= 1
+        st = _slow_static(e)
+    if st is None:
+        return None
+    backend, opname, peer, pg_name, desc, sig, frames = st
+    get = e.get
+    pg_id = get("pg_id")
+    if type(pg_id) is not int:
+        pg_id = _int(pg_id)
     if not pg_name:
         pg_name = f"#{pg_id}" if pg_id is not None else "#?"
-    is_p2p = e.get("is_p2p")
-    p2p = bool(is_p2p) if isinstance(is_p2p, bool) else opname in ("send", "recv")
-    seq = _int(e.get("p2p_seq_id") if p2p and "p2p_seq_id" in e else e.get("collective_seq_id", e.get("seq_id")))
-    record_id = _int(e.get("record_id"))
+    is_p2p = get("is_p2p")
+    p2p = is_p2p if type(is_p2p) is bool else opname in ("send", "recv")
+    seq = get("p2p_seq_id") if p2p and "p2p_seq_id" in e else get("collective_seq_id", get("seq_id"))
+    if type(seq) is not int:
+        seq = _int(seq)
+    record_id = get("record_id")
+    if type(record_id) is not int:
+        record_id = _int(record_id)
     if seq is None or record_id is None:
         return None
-    retired = e.get("retired")
-    retired = retired if isinstance(retired, bool) else None
-    raw_state = str(e.get("state", "?"))[:16]
-    st = status.get(str(pg_id)) if pg_id is not None else None
-    return FrOp(pos=pos, record_id=record_id, pg=_i(pg_name[:200]), desc=_i(desc[:200]), pg_id=pg_id, seq=seq,
-                p2p=p2p, op=_i(opname[:64]), backend=_i(backend[:32]), peer=_i(peer[:32]) if peer else None,
-                in_sizes=_sizes(e.get("input_sizes")), out_sizes=_sizes(e.get("output_sizes")),
-                in_dtypes=_strs(e.get("input_dtypes")), out_dtypes=_strs(e.get("output_dtypes")),
-                state=_state(raw_state, retired, seq, p2p, st), raw_state=_i(raw_state), retired=retired,
-                frames=_frames(e.get("frames")), created_ns=_int(e.get("time_created_ns")),
-                timeout_ms=_int(e.get("timeout_ms")))
+    retired = get("retired")
+    if type(retired) is not bool:
+        retired = None
+    raw_state = get("state", "?")
+    if type(raw_state) is not str or len(raw_state) > 16:
+        raw_state = str(raw_state)[:16]
+    created = get("time_created_ns")
+    if raw_state == "completed" or retired is True:
+        state = "completed"
+    else:
+        state = _state(raw_state, retired, seq, p2p, status.get(str(pg_id)) if pg_id is not None else None)
+    return FrOp(pos, record_id, pg_name, desc, pg_id, seq, p2p, opname, backend, peer, sig, state, _i(raw_state),
+                retired, frames, created if type(created) is int else _int(created))
 
 
 def _note_quirks(d: FrDump, raw: list[Any]) -> None:
@@ -207,4 +282,6 @@ def _note_quirks(d: FrDump, raw: list[Any]) -> None:
     if d.entries and not any(op.frames for op in d.entries):
         d.notes.append("no stack frames" + (" (the JSON form has none)" if d.form == "json" else ""))
     if d.skipped:
-        d.notes.append(f"{d.skipped} malformed entr{'y' if d.skipped == 1 else 'ies'} skipped")
+        d.notes.append(f"{d.skipped} malformed entr{'y' if d.skipped == 1 else 'ies'} skipped"
+                       + (f" (of an unusual shape, past the first {MAX_ODD_ENTRIES} read)"
+                          if d.skipped > MAX_ODD_ENTRIES else ""))

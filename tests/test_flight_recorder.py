@@ -413,6 +413,23 @@ def test_uneven_all_to_all_and_point_to_point_are_no_mismatch():
     assert [f.rule_id for f in report.findings if f.severity == "error"] == ["FR004"]
 
 
+def test_a_coalesced_group_sharing_one_seq_is_no_mismatch():
+    """Coalesced collectives record one entry per op under one collective_seq_id: every
+    rank then has several signatures at that seq, which is no disagreement."""
+    def e(rid, seq, op, n, st="completed"):
+        return {"record_id": rid, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": seq,
+                "profiling_name": f"nccl:{op}", "input_sizes": [[n]], "output_sizes": [[n]], "input_dtypes": ["Float"],
+                "output_dtypes": ["Float"], "state": st, "retired": st == "completed"}
+    files = {f"rank_{r}.json": json.dumps({"version": "2.10", "pg_config": {}, "entries": [
+        e(0, 1, "all_reduce", 10), e(1, 1, "all_reduce", 20), e(2, 1, "coalesced", 0), e(3, 2, "broadcast", 5)]})
+        for r in range(3)}
+    report = api.analyze(api.memory_sources(files))
+    assert not [f for f in report.findings if f.severity == "error"]
+    files["rank_2.json"] = files["rank_2.json"].replace('"nccl:broadcast"', '"nccl:all_gather"')
+    report = api.analyze(api.memory_sources(files))
+    assert [(f.rule_id, f.ranks) for f in report.findings if f.severity == "error"] == [("FR001", [2])]
+
+
 def test_old_formats_read_seq_id_and_do_without_dtypes():
     d = pickle.loads((MADE / "v1.4-missing-rank" / "nccl_trace_rank_0").read_bytes())
     fr = normalise(d, "nccl_trace_rank_0", "pickle")

@@ -21,6 +21,8 @@ CASES = {
     "rank-behind.txt": [("RAS003", [12], ["node-b"], 28)],
     "async-error-2.24.txt": [("RAS002", [9], [], 23), ("RAS004", [7], ["gpu-a01"], 27)],
     "healthy.txt": [],
+    "dead-and-behind-2.28.json": [("RAS002", [9], ["gpu-b02"], 333), ("RAS003", [3], ["gpu-a01"], 79),
+                                  ("RAS004", [5], ["gpu-a01"], 121)],
 }
 
 

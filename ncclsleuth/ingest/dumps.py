@@ -135,7 +135,7 @@ class Loaded:
     """A dump read from one input: its plain data (None when refused) and the notices."""
 
     data: dict[str, Any] | None
-    form: str  # pickle | json
+    form: str  # pickle | json | ras_json
     notices: list[Notice]
     #: a JSON file that turned out not to be a dump: read it as a text log instead
     as_text: bool = False
@@ -183,6 +183,9 @@ def load(inp: InputFile, form: str, limit: int = MAX_DUMP_BYTES) -> Loaded:
             obj = json.loads(data.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             obj = None
+        if _is_ras_json(obj):  # ncclras -f json (NCCL 2.28.7+): read by the report parser
+            out.data, out.form, out.text = obj, "ras_json", data
+            return out
         if not is_dump(obj):  # JSON-lines logs and other JSON documents: the log reader's
             out.as_text, out.text = True, data
             return out
@@ -200,6 +203,11 @@ def as_log(inp: InputFile, loaded: Loaded) -> InputFile:
         return MemoryInput("<stdin>" if inp.path == "-" else inp.path, data=loaded.text)
     inner = inp.inner if isinstance(inp, Opened) else inp
     return inner if inner is not None else inp
+
+
+def _is_ras_json(obj: Any) -> bool:
+    """``ncclras -f json``'s top level (nccl_version, communicators): a report, not a dump."""
+    return isinstance(obj, dict) and "nccl_version" in obj and isinstance(obj.get("communicators"), list)
 
 
 def is_dump(obj: Any) -> bool:

@@ -60,6 +60,14 @@ def _dump_one(inp: InputFile, loaded: dumps.Loaded) -> tuple[JobModel, list[Noti
     model.add_source(src)
     if loaded.data is None:
         return model, loaded.notices, False
+    if loaded.form == "ras_json":  # ncclras -f json
+        from ..parse.rasreport import events_from_json
+
+        text = (loaded.text or b"").decode("utf-8", "replace")
+        for ev in events_from_json(loaded.data, text, src):
+            model.add(ev)
+        model.lines += text.count("\n")
+        return model, loaded.notices, True
     model.flight = FlightRecords(pending=[normalise(loaded.data, src, loaded.form)])
     return model, loaded.notices, True
 

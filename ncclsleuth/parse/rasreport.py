@@ -118,3 +118,98 @@ class RasReportParser:
                          comm_rank=num("rank") if "comm_rank" not in g else g["comm_rank"], count=num("count"),
                          ops=ops, status=status, coll=self.coll, peer_host=g.get("node"), peer_pid=num("pid"),
                          gpu=g.get("gpu"))
+
+
+# ---------------------------------------------------------------------- the JSON form (2.28.7+)
+
+#: ncclResult_t -> ncclGetErrorString's text (src/init.cc), for a rank's init_state / async_error
+_RESULTS = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error", 4: "invalid argument",
+            5: "invalid usage", 6: "remote process exited or there was a network error"}
+
+
+def events_from_json(obj: dict[str, Any], text: str, source: str) -> list[RasReport]:
+    """The same events as the text report's, from ``ncclras -f json``: dead and silent
+    missing ranks, ranks whose collective counts or state differ from the majority, ranks
+    that report an error.  ``line`` is the line of the rank's ``"rank": N`` (NCCL writes
+    one key a line)."""
+    lines = _rank_lines(text)
+    out: list[RasReport] = []
+    ev = lambda line, what, sec, comm, **kw: RasReport(source=source, line=line, text=kw.pop("t"),  # noqa: E731
+                                                        what=what, section=sec, comm=comm, **kw)
+    for c in obj["communicators"][:100_000]:
+        if not isinstance(c, dict):
+            continue
+        comm = str(c.get("hash", "?")).removeprefix("0x")[:16].rjust(16, "0")
+        at = iter(lines.get(str(c.get("hash")), []))
+        ranks = [r for r in c.get("ranks", ()) if isinstance(r, dict)][:1 << 20]
+        rank_line = {id(r): next(at, 0) for r in ranks}
+        missing = [r for r in c.get("missing_ranks", ()) if isinstance(r, dict)][:1 << 20]
+        for r in missing:
+            line = next(at, 0)
+            st = _dict(r.get("status"))
+            who = dict(peer_pid=_num(r.get("pid")), peer_host=str(r.get("host", "?"))[:200], gpu=str(r.get("cuda_dev")))
+            if st.get("considered_dead") or st.get("unresponsive"):
+                sec = "DEAD" if st.get("considered_dead") else "INCOMPLETE"
+                out.append(ev(line, "process", sec, None, t=f'{sec}: "rank": {r.get("rank")}', **who))
+            out.append(ev(line, "rank", "INCOMPLETE", comm, comm_rank=_num(r.get("rank")),
+                          t=f'missing: "rank": {r.get("rank")}', **who))
+        out.extend(_json_outliers(ranks, rank_line, comm, ev))
+    return out
+
+
+def _json_outliers(ranks: list[dict[str, Any]], rank_line: dict[int, int], comm: str, ev: Any) -> list[RasReport]:
+    out: list[RasReport] = []
+    counts: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for r in ranks:
+        cc = r.get("collective_counts")
+        for coll, n in (cc.items() if isinstance(cc, dict) else ()):
+            if isinstance(n, int):
+                counts.setdefault(str(coll)[:32], {}).setdefault(n, []).append(r)
+        st = _dict(r.get("status"))
+        for key in ("init_state", "async_error"):
+            code = st.get(key)
+            if isinstance(code, int) and code in _RESULTS:
+                out.append(ev(rank_line[id(r)], "rank", "ERROR", comm, comm_rank=_num(r.get("rank")),
+                              status=_RESULTS[code], peer_pid=_num(r.get("pid")), peer_host=str(r.get("host"))[:200],
+                              gpu=str(r.get("cuda_dev")), t=f'"{key}": {code} ("rank": {r.get("rank")})'))
+    for coll, by in counts.items():
+        if len(by) < 2:
+            continue
+        major, group = max(by.items(), key=lambda kv: len(kv[1]))
+        first = rank_line[id(group[0])]
+        out.append(ev(first, "count", "MISMATCH", comm, coll=coll, count=len(group), ops=major,
+                      t=f"{len(group)} ranks: {coll} {major}"))
+        for n, rs in by.items():
+            if n == major or len(rs) >= len(group):
+                continue
+            for r in rs:
+                out.append(ev(rank_line[id(r)], "rank", "MISMATCH", comm, coll=coll, ops=n,
+                              comm_rank=_num(r.get("rank")), peer_pid=_num(r.get("pid")),
+                              peer_host=str(r.get("host"))[:200], gpu=str(r.get("cuda_dev")),
+                              t=f'"rank": {r.get("rank")}: {coll} {n}'))
+    return out
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _num(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+_HASH = re.compile(r'^\s*"hash": "([^"]*)"')
+_RANK = re.compile(r'^\s*"rank": (\d+),')
+
+
+def _rank_lines(text: str) -> dict[str, list[int]]:
+    """communicator hash -> the line numbers of its ``"rank": N`` keys, in order."""
+    out: dict[str, list[int]] = {}
+    cur: list[int] | None = None
+    for n, line in enumerate(text.split("\n"), 1):
+        m = _HASH.match(line)
+        if m is not None:
+            cur = out.setdefault(m.group(1), [])
+        elif cur is not None and _RANK.match(line):
+            cur.append(n)
+    return out

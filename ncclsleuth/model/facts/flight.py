@@ -204,6 +204,8 @@ def _mismatch(model: JobModel, a: _Analysis, pg: str, rows: list[tuple[int, Row]
     for seq, row in rows:
         if len(row.sigs) < 2:
             continue
+        if sum(len(b) for b in row.sigs.values()) != len(row.ranks()):
+            continue  # a rank with several entries at one seq: a coalesced group, not comparable one to one
         groups = sorted(row.sigs.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
         major_sig, major = groups[0]
         minority = groups[1:]

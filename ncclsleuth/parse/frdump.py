@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any
 
-from ..events.flight import RELEASES, Frame, FrDump, FrOp
+from ..events.flight import RELEASES, Frame, FrDump, FrOp, Signature
 
 __all__ = ["MAX_ENTRIES", "RELEASES", "Frame", "FrDump", "FrOp", "normalise", "rank_from_name"]
 
@@ -82,7 +82,10 @@ def _sizes(v: Any) -> tuple[tuple[int, ...], ...]:
     out = []
     for t in v[:MAX_TENSORS]:
         if isinstance(t, (list, tuple)):
-            out.append(_i(tuple(d if isinstance(d, int) and not isinstance(d, bool) else -1 for d in t[:MAX_DIMS])))
+            dims = tuple(t[:MAX_DIMS])
+            if not all(type(d) is int for d in dims):
+                dims = tuple(d if type(d) is int else -1 for d in dims)
+            out.append(_i(dims))
     return _i(tuple(out))
 
 
@@ -157,7 +160,7 @@ def normalise(data: dict[str, Any], source: str, form: str, rank: int | None = N
     if len(raw_entries) > MAX_ENTRIES:
         d.notes.append(f"{len(raw_entries)} entries: only the last {MAX_ENTRIES} were read")
         raw_entries = raw_entries[-MAX_ENTRIES:]
-    odd = [MAX_ODD_ENTRIES]
+    odd: list[Any] = [MAX_ODD_ENTRIES, {}]  # budget, and the odd values already converted (by identity)
     for pos, e in enumerate(raw_entries, 1):
         op = _entry(e, pos, d.pg_status, odd) if isinstance(e, dict) else None
         if op is None:
@@ -169,6 +172,7 @@ def normalise(data: dict[str, Any], source: str, form: str, rank: int | None = N
 
 
 _STATIC: dict[Any, Any] = {}
+_SHARED = ("profiling_name", "process_group", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "frames")
 _DIMS = MAX_TENSORS * MAX_DIMS
 _values = dict.values
 
@@ -220,17 +224,21 @@ def _normalised(name: Any, pg: Any, ins: Any, outs: Any, idt: Any, odt: Any, fra
     pg_name, desc = (_i(_text(pg[0], 200)), _i(_text(pg[1], 200))) if isinstance(pg, (list, tuple)) and len(pg) >= 2 \
         else ("", "")
     return (_i(backend[:32]), opname, _i(parts[1][:32]) if len(parts) > 1 else None, pg_name, desc,
-            _i((opname, _sizes(ins), _sizes(outs), _strs(idt), _strs(odt))), _frames(frames))
+            _i(Signature((opname, _sizes(ins), _sizes(outs), _strs(idt), _strs(odt)))), _frames(frames))
 
 
 def _entry(e: dict[str, Any], pos: int, status: dict[str, tuple[int | None, int | None, int | None]],
-           odd: list[int]) -> FrOp | None:
+           odd: list[Any]) -> FrOp | None:
     st = _static(e)
     if st is None:  # an unusual shape: value by value, a bounded number of times per dump
-        if odd[0] <= 0:
-            return None
-        odd[0] -= 1
-        st = _slow_static(e)
+        seen = odd[1]
+        ids = tuple(id(e.get(k)) for k in _SHARED)  # the raw data is alive while it is read: ids are stable
+        st = seen.get(ids)
+        if st is None:
+            if odd[0] <= 0:
+                return None
+            odd[0] -= 1
+            st = seen[ids] = _slow_static(e)
     if st is None:
         return None
     backend, opname, peer, pg_name, desc, sig, frames = st

@@ -20,12 +20,14 @@ class Frame(NamedTuple):
     line: int
 
 
-class Signature(tuple):  # type: ignore[type-arg]
+class Signature(tuple[Any, ...]):
     """(op, input sizes, output sizes, input dtypes, output dtypes), hashed once: the
     tables look a signature up several times an entry, and a tuple rehashes every time
     (a crafted dump's 256 tensors of 16 dimensions cost 40 us a lookup).  Pickled as a
     plain rebuild, so the hash is computed again in the receiving process (string
     hashes differ between processes)."""
+
+    _h: int
 
     def __new__(cls, items: Any) -> Signature:
         self = super().__new__(cls, items)
@@ -33,12 +35,13 @@ class Signature(tuple):  # type: ignore[type-arg]
         return self
 
     def __hash__(self) -> int:
-        return self._h  # type: ignore[no-any-return]
+        return self._h
 
     def __eq__(self, other: object) -> bool:
-        return self is other or tuple.__eq__(self, other)  # type: ignore[arg-type]
+        return self is other or tuple.__eq__(self, other)
 
-    __ne__ = tuple.__ne__  # type: ignore[assignment]
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return Signature, (tuple(self),)

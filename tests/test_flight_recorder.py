@@ -20,7 +20,8 @@ import pytest
 
 from ncclsleuth import api
 from ncclsleuth.ingest import dumps
-from ncclsleuth.ingest.sources import InputFile, MemoryInput
+from ncclsleuth.ingest.memory import MemoryInput
+from ncclsleuth.ingest.sources import InputFile
 from ncclsleuth.parse.frdump import normalise, rank_from_name
 from ncclsleuth.renderers import render
 

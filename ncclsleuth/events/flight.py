@@ -166,5 +166,5 @@ class RasReport(Event):
     @property
     def is_problem(self) -> bool:
         """Dead processes, missing data, errors and mismatches are problems; the table and
-        counts of healthy ranks are not."""
-        return self.what in ("dead", "incomplete", "comm", "comm_missing", "error", "differ")
+        counts of healthy ranks are not; a line at a problem level is one whatever it says."""
+        return self.what in ("dead", "incomplete", "comm", "comm_missing", "error", "differ") or super().is_problem

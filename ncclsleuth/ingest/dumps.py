@@ -9,7 +9,7 @@ byte, a JSON dump with ``{`` and one of the dump's top-level keys.  Gzip/bzip2/x
 are read through the same decompression as logs.
 
 A dump is untrusted input: ``pickle.load`` on a crafted file runs any code it names
-(``os.system`` via ``__reduce__``).  :class:`_PlainUnpickler` refuses every global
+(``os.system`` via ``__reduce__``).  :func:`_unpickler` refuses every global
 (``find_class``) and every persistent id, which leaves only the opcodes that build plain
 containers and scalars (dict, list, tuple, set, str, bytes, int, float, bool, None): no
 callable can reach the stack, so ``REDUCE``/``BUILD``/``NEWOBJ`` have nothing to call.
@@ -19,15 +19,13 @@ file becomes one notice naming it, never an exception.
 from __future__ import annotations
 
 import io
-import json
-import pickle
 import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from .decode import _RawAdapter, decompress, open_binary
-from .sources import InputFile, MemoryInput, Notice
+from .sources import InputFile, Notice
 
 #: Biggest dump read (after decompression).  A 2,000-entry ring with Python frames is
 #: about 0.5 MB as pickle, 1 MB as JSON; C++ stacks (TORCH_FR_CPP_STACK) make it a few
@@ -45,18 +43,31 @@ _JSON_HEAD = re.compile(rb'\A\s*\{\s*"(%s)"' % b"|".join(re.escape(k.encode()) f
 _SNIFF = 512
 
 
-class Refused(pickle.UnpicklingError):
+class Refused(Exception):
     """A pickle asked for something a dump never holds (a global, a persistent id)."""
 
 
-class _PlainUnpickler(pickle.Unpickler):
-    """The C unpickler with every way to reach code closed: plain containers and scalars only."""
+def _unpickler(data: bytes) -> Any:
+    """The C unpickler with every way to reach code closed: ``find_class`` (globals:
+    ``GLOBAL``, ``STACK_GLOBAL``, ``INST``, ``OBJ``, the extension registry) and
+    ``persistent_load`` refuse, so only plain containers and scalars can be built.  pickle
+    is imported here: most runs read no pickle."""
+    cls = _CLASS.get("unpickler")
+    if cls is None:
+        import pickle
 
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102 - see the class
-        raise Refused(f"{module}.{name}")
+        class PlainUnpickler(pickle.Unpickler):
+            def find_class(self, module: str, name: str) -> Any:
+                raise Refused(f"{module}.{name}")
 
-    def persistent_load(self, pid: Any) -> Any:  # noqa: D102
-        raise Refused("a persistent id")
+            def persistent_load(self, pid: Any) -> Any:
+                raise Refused("a persistent id")
+
+        cls = _CLASS["unpickler"] = PlainUnpickler
+    return cls(io.BytesIO(data))
+
+
+_CLASS: dict[str, Any] = {}
 
 
 def sniff_bytes(head: bytes) -> str | None:
@@ -169,8 +180,10 @@ def load(inp: InputFile, form: str, limit: int = MAX_DUMP_BYTES) -> Loaded:
             return out
         return note(f"Flight Recorder dump larger than {limit >> 20} MB, not read")
     if form == "pickle":
+        import pickle
+
         try:
-            obj = _PlainUnpickler(io.BytesIO(data)).load()
+            obj = _unpickler(data).load()
         except Refused as exc:
             return note(f"pickle refused: it asks for {exc} (code, not data); a Flight Recorder dump holds only "
                         "plain containers and scalars, so this file was not loaded and nothing in it was run")
@@ -179,6 +192,8 @@ def load(inp: InputFile, form: str, limit: int = MAX_DUMP_BYTES) -> Loaded:
             return note(f"broken pickle ({type(exc).__name__}: {str(exc)[:120]}), not a readable Flight Recorder "
                         "dump, skipped")
     else:
+        import json
+
         try:
             obj = json.loads(data.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
@@ -200,6 +215,8 @@ def as_log(inp: InputFile, loaded: Loaded) -> InputFile:
     """The input to give the log reader after :func:`load` found no dump in it: its bytes
     as read (standard input cannot be read twice), else the original input again."""
     if loaded.text is not None:
+        from .memory import MemoryInput
+
         return MemoryInput("<stdin>" if inp.path == "-" else inp.path, data=loaded.text)
     inner = inp.inner if isinstance(inp, Opened) else inp
     return inner if inner is not None else inp

@@ -12,7 +12,6 @@ from ..ingest.blocks import BlockReader
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
 from ..parse.lines import FileParser
-from ..parse.rasreport import RasReportParser
 from .job import JobModel
 
 
@@ -37,7 +36,11 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     fp = FileParser(src, shapes or worker_cache(cache), keep_text=False, use_catalog=False, sink=model)
     model.add_source(src)
     parse = fp.parse_block
-    ras = RasReportParser(src) if form == "ras" else None  # an ncclras report: its lines have no prefix
+    ras = None
+    if form == "ras":  # an ncclras report: its lines have no prefix, its own parser reads them
+        from ..parse.rasreport import RasReportParser
+
+        ras = RasReportParser(src)
     for first, block in reader:
         parse(first, block)
         if ras is not None:

@@ -515,3 +515,19 @@ def test_the_input_object_is_opened_once(tmp_path, monkeypatch):
 def test_an_input_file_object_still_reads_as_a_log():
     form, inp = dumps.sniff(MemoryInput("x.log", data=b"hello\n"))
     assert form is None and isinstance(inp, InputFile) and inp.open().read() == b"hello\n"
+
+
+@pytest.mark.parametrize("case", ["fr-skip-allreduce", "fr-ring-wrap"])
+def test_a_rank_in_the_barrier_is_no_busy_rank_when_the_dumps_show_a_desync(case):
+    """Logs alone read the barrier traceback as TIMEOUT002 (a rank worked alone past the
+    timeout); the dumps show rank 1 in barrier where the others all_reduce, so the merged
+    list has one explanation, and the log lines TIMEOUT002 quoted are accounted for by it."""
+    logs_only = _analyze(REAL / case / "console.log")
+    assert [f.rule_id for f in logs_only.findings][:1] == ["TIMEOUT002"]
+    quoted = {(e.file, e.line) for f in logs_only.findings if f.rule_id == "TIMEOUT002" for e in f.evidence}
+    report = _analyze(REAL / case / "console.log", REAL / case / "dumps" / "pickle")
+    ids = [f.rule_id for f in report.findings if f.severity == "error"]
+    assert ids[0] == "FR001" and "TIMEOUT002" not in ids
+    covered = {(e.file, e.line) for f in report.findings for e in f.evidence} | {
+        k for f in report.findings for k in f.explained}
+    assert quoted <= covered, quoted - covered

@@ -531,3 +531,10 @@ def test_a_rank_in_the_barrier_is_no_busy_rank_when_the_dumps_show_a_desync(case
     covered = {(e.file, e.line) for f in report.findings for e in f.evidence} | {
         k for f in report.findings for k in f.explained}
     assert quoted <= covered, quoted - covered
+
+
+def test_the_job_summary_counts_the_ranks_of_the_dumps():
+    """No NCCL line gives a rank count on gloo: the dumps do, a rank without a dump included."""
+    assert _analyze(REAL / "fr-skip-allreduce" / "dumps" / "pickle").summary["ranks"] == 4
+    assert _analyze(REAL / "fr-killed-rank" / "dumps" / "pickle").summary["ranks"] == 4  # rank 3 wrote none
+    assert _analyze(MADE / "v2.9-desync").summary["ranks"] == 8

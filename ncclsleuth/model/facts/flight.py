@@ -148,6 +148,14 @@ def _analysis(model: JobModel) -> _Analysis | None:
     return a
 
 
+def expected_world(model: JobModel) -> int | None:
+    """How many ranks the dumps say the job had (those that dumped, the gaps below the
+    highest, the failed ranks the launcher names): the job summary's rank count when no
+    NCCL or launcher line gives one."""
+    a = _analysis(model)
+    return len(a.expected) if a is not None else None
+
+
 def _analyse(model: JobModel, fl: FlightRecords) -> _Analysis:
     hosts = global_rank_hosts(model)
     expected = _expected_ranks(model, fl)

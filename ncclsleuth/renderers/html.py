@@ -51,7 +51,7 @@ h1{font-size:22px;margin:4px 0 6px}h2{font-size:18px;border-bottom:1px solid var
 h3{font-size:15px;margin:0 0 4px}
 code,pre{font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:8px 10px;white-space:pre-wrap;
-word-break:break-all;margin:6px 0}
+overflow-wrap:anywhere;margin:6px 0}
 .verdict{border-left:6px solid var(--muted);background:var(--soft);padding:12px 16px;border-radius:6px}
 .verdict.error{border-color:var(--err)}.verdict.warning{border-color:var(--warn)}.verdict.info{border-color:var(--info)}
 .verdict.ok{border-color:#2e7d32}
@@ -70,7 +70,7 @@ svg text{font-family:-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
 .fig svg{max-width:100%;height:auto}
 header.pm{display:flex;flex-wrap:wrap;gap:4px 24px;color:var(--muted);font-size:12px;border-bottom:1px solid var(--line);
 padding-bottom:8px;margin-bottom:12px}header.pm b{color:var(--fg)}
-header.pm code{font-size:11px;word-break:break-all}
+header.pm code{font-size:11px;overflow-wrap:anywhere}
 .rep{color:var(--muted);margin-left:6px}
 footer{margin-top:36px;color:var(--muted);font-size:12px}
 """

@@ -213,6 +213,7 @@ def test_postmortem_screenshots_at_two_widths(tmp_path: Path, name: str, request
     job = {"desync-16": DESYNC, "job64": JOB64}.get(name) or request.getfixturevalue("init64")
     page, text = _page(tmp_path, job, job.name)
     assert ".fig svg{max-width:100%;height:auto}" in text
+    assert "break-all" not in text  # a fix wraps at its spaces in a narrow window ('checkpoin|t' it was)
     wide = _screenshot(exe, page, tmp_path / "wide.png", 1400)
     narrow = _screenshot(exe, page, tmp_path / "narrow.png", 820)
     assert len(wide) > 100_000 and len(narrow) > 100_000

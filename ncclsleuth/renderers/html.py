@@ -151,12 +151,33 @@ def _summary(report: Any) -> str:
     if per_host:
         v = report.verdict
         hot = set(v.hosts) if v else set()
-        out.append("<table><tr><th>host</th><th>network</th></tr>")
-        for h, nets in per_host.items():
-            style = f' style="color:{HOT};font-weight:700"' if h in hot else ""
-            out.append(f"<tr><td{style}>{_e(h)}</td><td>{_e(', '.join(nets) or 'not logged')}</td></tr>")
-        out.append("</table>")
+        out.append(_hosts_table(per_host, hot))
     return "\n".join(out)
+
+
+#: hosts listed one per row up to this many; more are grouped by their networks
+MAX_HOST_ROWS = 32
+
+
+def _hosts_table(per_host: dict[str, list[str]], hot: set[str]) -> str:
+    """Host -> network, one row per host; for a big job one row per network (the hosts
+    that use it: the culprit's first, in red, then the first few and a count), so 128
+    hosts are a few rows, not a page."""
+    red = f' style="color:{HOT};font-weight:700"'
+    if len(per_host) <= MAX_HOST_ROWS:
+        rows = [f"<tr><td{red if h in hot else ''}>{_e(h)}</td><td>{_e(', '.join(n) or 'not logged')}</td></tr>"
+                for h, n in per_host.items()]
+        return "\n".join(["<table><tr><th>host</th><th>network</th></tr>", *rows, "</table>"])
+    by_net: dict[str, list[str]] = {}
+    for h, nets in per_host.items():
+        by_net.setdefault(", ".join(nets) or "not logged", []).append(h)
+    rows = []
+    for net, hosts in by_net.items():
+        first = [h for h in hosts if h in hot] + [h for h in hosts if h not in hot]
+        shown = ", ".join(f"<span{red}>{_e(h)}</span>" if h in hot else _e(h) for h in first[:8])
+        more = f" and {len(hosts) - 8:,} more" if len(hosts) > 8 else ""
+        rows.append(f"<tr><td>{_e(net)}</td><td>{len(hosts):,}</td><td>{shown}{more}</td></tr>")
+    return "\n".join(["<table><tr><th>network</th><th>hosts</th><th>which</th></tr>", *rows, "</table>"])
 
 
 def _unexplained(report: Any) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
+from ..model.facts.said import said
 from ..model.job import JobModel
-from .schema import CATEGORIES, Rule, Severity
+from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
 
 _TEMPLATE = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
 
@@ -94,7 +95,12 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
              "ranks": ", ".join(map(str, ranks[:16])) or "?"}
     fill = lambda s: _fill(s, primary, named, extra)  # noqa: E731
     category, severity, symptom_of = rule.category, rule.severity.name, rule.symptom_of
-    if rule.category_from:  # the knowledge base's verdict on the matched line
+    if rule.category_from == KNOWLEDGE:  # the knowledge base's reading of the first line, in context
+        read = [c for c in (said(lead[0]).categories if lead else ()) if c in CATEGORIES]
+        if read:
+            category = read[0]
+            symptom_of = tuple(dict.fromkeys([*symptom_of, *read])) if rule.role == "symptom" else symptom_of
+    elif rule.category_from:  # the knowledge base's verdict on the matched line
         cats = primary.get(rule.category_from)
         cats = [c for c in (cats if isinstance(cats, (list, tuple)) else [cats]) if c in CATEGORIES]
         if cats:

@@ -53,6 +53,9 @@ PRED_OPS = {"eq", "ne", "in", "not_in", "regex", "not_regex", "gt", "ge", "lt", 
 COUNT_OPS = {"eq", "ne", "gt", "ge", "lt", "le"}
 TEST_KEYS = {"name", "fail", "pass", "expect_line", "expect_text", "files", "quiet_for"}
 _ID = re.compile(r"^[A-Z]{2,8}\d{3}$")
+#: ``category_from: knowledge``: the category the knowledge base gives the finding's first
+#: evidence line in its context (a one-element ALLREDUCE timing out is a barrier)
+KNOWLEDGE = "knowledge"
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ class Rule:
     #: one finding per distinct value of this field among the matched records
     group_by: str | None = None
     #: the finding's category / severity from this field of the first matched record (the
-    #: knowledge base's verdict on the line), when it holds a valid one
+    #: knowledge base's verdict on the line), when it holds a valid one; ``knowledge``: the
+    #: knowledge base's reading of the first evidence line
     category_from: str | None = None
     severity_from: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +142,8 @@ def validate(doc: Any, path: str) -> Rule:
     if doc.get("per_record") and "fact" not in doc["match"]:
         raise RuleError(path, "one finding per record needs a match that is one fact: leaf", "per_record")
     for key in ("group_by", "category_from", "severity_from"):
+        if key == "category_from" and doc.get(key) == KNOWLEDGE:
+            continue  # the knowledge base's reading of the evidence line: any match
         if key in doc and "fact" not in doc["match"]:
             raise RuleError(path, "needs a match that is one fact: leaf", key)
     if not 0 <= int(doc.get("specificity", 2)) <= 3:

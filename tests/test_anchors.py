@@ -130,9 +130,7 @@ def _line_cases() -> list[str]:
 
 
 def _kinds(fp: FileParser, events) -> list[tuple[str, int]]:  # type: ignore[no-untyped-def]
-    # the fast path's end-of-file summary (where the output stops, parse/tail.py) is not a line's meaning
-    return [(e.kind, e.line) for e in [*events, *fp.finish()]
-            if e.kind not in ("text", "step_time", "last_line", "progress")]
+    return [(e.kind, e.line) for e in [*events, *fp.finish()] if e.kind not in ("text", "step_time")]
 
 
 def test_the_fast_path_reaches_every_message_of_the_line_cases():

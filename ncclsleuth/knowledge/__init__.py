@@ -19,11 +19,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .identify import Identifier, Known, torch_formats
+from ..util.cache import derived
+from ..util.yamldocs import read_yaml
+from .identify import TORCH_FORMATS, Identifier, Known, literal_parts, torch_formats
 from .schema import KnowledgeError, validate_file
 
 __all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
-           "identifier", "load", "norm_file"]
+           "explain_warn", "identifier", "load", "norm_file"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,23 @@ def norm_file(path: str) -> str:
     return path[4:] if path.startswith("src/") else path
 
 
+#: the keys of an entry a run uses (``example`` is for the tests, ``format`` for the index)
+_KEEP = ("id", "format", "files", "function", "subsystem", "role", "category", "severity", "meaning", "why", "fix",
+         "ref", "context")
+
+
+def _by_id(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        source = doc.get("source", "")
+        for e in doc.get("entries") or ():
+            e = {k: e[k] for k in _KEEP if k in e}
+            e["source"] = source
+            e["_files"] = tuple(norm_file(f) for f in e.get("files") or ())
+            out.setdefault(str(e["id"]), []).append(e)
+    return out
+
+
 def _flat(v: Any) -> str:
     """A folded YAML text as one line."""
     return " ".join(str(v or "").split())
@@ -81,38 +100,44 @@ def _cats(v: Any) -> tuple[str, ...]:
 class KnowledgeBase:
     """Entries by id; :meth:`lookup` picks the entry for the file and the context variant."""
 
-    def __init__(self, docs: list[dict[str, Any]]) -> None:
-        self._by_id: dict[str, list[dict[str, Any]]] = {}
+    def __init__(self, docs: list[dict[str, Any]] | None = None, packed: dict[str, bytes] | None = None) -> None:
+        """From parsed files (``docs``) or from a :func:`_table` (``packed``: each id's entries
+        as marshal data, decoded when the id is looked up: a run meets a handful of ids)."""
+        self._by_id: dict[str, list[dict[str, Any]]] = _by_id(docs or []) if packed is None else {}
+        self._packed = packed or {}
         self._compiled: dict[str, re.Pattern[str]] = {}
-        for doc in docs:
-            source = doc.get("source", "")
-            for e in doc.get("entries") or ():
-                e = dict(e, source=source)
-                e["_files"] = tuple(norm_file(f) for f in e.get("files") or ())
-                self._by_id.setdefault(str(e["id"]), []).append(e)
+
+    def _entries(self, key: str) -> list[dict[str, Any]] | None:
+        got = self._by_id.get(key)
+        if got is None and key in self._packed:
+            import marshal
+
+            got = self._by_id[key] = marshal.loads(self._packed[key])
+        return got
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_id.values())
+        return sum(len(self._entries(k) or ()) for k in self.ids())
 
     def __contains__(self, key: str) -> bool:
-        return key in self._by_id
+        return key in self._by_id or key in self._packed
 
     def ids(self) -> list[str]:
-        return sorted(self._by_id)
+        return sorted(set(self._by_id) | set(self._packed))
 
     def source_of(self, key: str) -> str | None:
-        cands = self._by_id.get(key)
+        cands = self._entries(key)
         return str(cands[0]["source"]) if cands else None
 
     def formats(self) -> list[tuple[str, str, str]]:
         """(source, id, format) of every entry."""
-        return [(str(e["source"]), key, str(e.get("format", ""))) for key, es in self._by_id.items() for e in es]
+        return [(str(e["source"]), key, str(e.get("format", "")))
+                for key in self.ids() for e in self._entries(key) or ()]
 
     def lookup(self, key: str, *, file: str | None = None, message: str = "",
                phase: str | None = None) -> Meaning | None:
         """The meaning of message ``key`` printed from ``file`` (a WARN prefix path), with
         the first context variant whose ``when`` holds for ``message`` and ``phase``."""
-        cands = self._by_id.get(key)
+        cands = self._entries(key)
         if not cands:
             return None
         f = norm_file(file) if file else None
@@ -169,27 +194,64 @@ def load(folder: str | Path | None = None, check: bool = False) -> KnowledgeBase
 
 @lru_cache(maxsize=4)
 def _load(folder: str, check: bool) -> KnowledgeBase:
-    from ..util.yamldocs import yaml_docs
-
-    docs = yaml_docs(Path(folder), "knowledge")
-    if check:
+    if check:  # the tests: every file parsed and validated, no cache
+        docs = _docs(folder)
         for path, doc in docs.items():
             validate_file(doc, path)
-    return KnowledgeBase([docs[p] for p in sorted(docs)])
+        return KnowledgeBase([docs[p] for p in sorted(docs)])
+    return KnowledgeBase(packed=_table(folder)["by_id"])
+
+
+def _docs(folder: str) -> dict[str, Any]:
+    return {str(p): read_yaml(p) for p in sorted(Path(folder).rglob("*.yaml"))}
+
+
+#: bump when the table's layout changes
+TABLE_VERSION = 2
+
+
+@lru_cache(maxsize=4)
+def _table(folder: str) -> dict[str, Any]:
+    """What a run needs of the knowledge base, built once per change of its files: the
+    entries by id and the other sources' formats as literal parts for :class:`Identifier`.
+
+    Kept as marshal data (``util.cache.derived``): 4.5 MB of YAML parse in ~1 s and make
+    ~2,900 entries; loading the table costs a few ms, which is what a chat-ops answer
+    with one WARN line pays.
+    """
+    paths = sorted(str(p) for p in Path(folder).rglob("*.yaml"))
+
+    def build() -> dict[str, Any]:
+        import marshal
+
+        docs = _docs(folder)
+        kb = KnowledgeBase([docs[p] for p in sorted(docs)])
+        others = [("torch", key, fmt) for key, fmt in torch_formats() if key not in kb or kb.source_of(key) == "torch"]
+        others += [(src, key, fmt) for src, key, fmt in kb.formats() if src not in ("nccl", "torch")]
+        return {"by_id": {key: marshal.dumps(kb._entries(key)) for key in kb.ids()},
+                "others": [(src, key, literal_parts(fmt)) for src, key, fmt in others]}
+
+    return derived("knowledge", [*paths, str(TORCH_FORMATS)], build, TABLE_VERSION)
 
 
 @lru_cache(maxsize=4)
 def identifier(folder: str | None = None) -> Identifier:
     """Lines -> message ids: NCCL's catalog, PyTorch's, and the other sources' formats."""
-    kb = load(folder)
-    others = [("torch", key, fmt) for key, fmt in torch_formats() if key not in kb or kb.source_of(key) == "torch"]
-    others += [(src, key, fmt) for src, key, fmt in kb.formats() if src not in ("nccl", "torch")]
-    return Identifier(others)
+    return Identifier.from_parts(_table(str(Path(folder) if folder else default_dir()))["others"])
 
 
 def explain(text: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
     """What a problem line means: the message identified, and its meaning in this context."""
-    known = identifier(folder).identify(text)
+    return _meaning(identifier(folder).identify(text), phase, folder)
+
+
+def explain_warn(message: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
+    """What an NCCL WARN message quoted without its prefix means (``Event.inner``: PyTorch's
+    ``Last error:``, XLA's ``Last NCCL warning``, a line pasted without the word NCCL)."""
+    return _meaning(identifier(folder).identify_warn(message), phase, folder)
+
+
+def _meaning(known: Known | None, phase: str | None, folder: str | None) -> tuple[Known, Meaning] | None:
     if known is None:
         return None
     meaning = load(folder).lookup(known.id, file=known.file, message=known.message, phase=phase)

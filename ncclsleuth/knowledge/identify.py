@@ -22,6 +22,7 @@ from pathlib import Path
 _WARN = re.compile(r"(?<![\w./+-])(?P<file>[\w./+-]+\.(?:cc|cu|cpp|cxx|c|h|hpp)):\d+(?: \([^)\s]*\))? NCCL WARN ")
 _PLACEHOLDER = re.compile(r"\$\{\w+\}|\{[^{}]*\}|%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
                           r"(?:hh|h|ll|l|z|t|j|L)?[diuxXpfgeEcsm])")
+TORCH_FORMATS = Path(__file__).resolve().parent.parent / "parse" / "data" / "torch_formats.tsv"
 #: a format whose longest literal run is shorter than this says nothing on its own
 MIN_LITERAL = 10
 SHAPES = 20_000
@@ -58,11 +59,11 @@ class FormatIndex:
     GAP = 400
     SHARE = 0.75
 
-    def __init__(self, items: list[tuple[str, str, str]]) -> None:
+    def __init__(self, items: list[tuple[str, str, tuple[str, ...]]]) -> None:
+        """``items``: (source, id, the format's :func:`literal_parts`)."""
         #: (source, id, literal parts, literal characters, longest word)
         self._entries: list[tuple[str, str, tuple[str, ...], int, str]] = []
-        for source, key, fmt in items:
-            lits = literal_parts(fmt)
+        for source, key, lits in items:
             if lits:
                 word = max((w for lit in lits for w in lit.split(" ")), key=len)
                 self._entries.append((source, key, lits, sum(map(len, lits)), word))
@@ -109,22 +110,34 @@ class Identifier:
     """Lines -> :class:`Known`, for one knowledge base (its non-NCCL formats) and the catalogs."""
 
     def __init__(self, other_formats: list[tuple[str, str, str]]) -> None:
-        self._others = FormatIndex(other_formats)
+        """``other_formats``: (source, id, format) of the messages found in free text."""
+        self._others = FormatIndex([(src, key, literal_parts(fmt)) for src, key, fmt in other_formats])
         self._shapes: dict[str, tuple[str, str] | None] = {}
+
+    @classmethod
+    def from_parts(cls, parts: list[tuple[str, str, tuple[str, ...]]]) -> Identifier:
+        """From (source, id, literal parts) already computed (the knowledge table)."""
+        idf = cls([])
+        idf._others = FormatIndex(parts)
+        return idf
 
     def identify(self, text: str) -> Known | None:
         warn = nccl_warn(text)
         if warn is not None:
-            from ..parse import catalog  # only for logs with NCCL WARN lines: ~2,900 formats to index
-
-            file, msg = warn
-            fmt = catalog.lookup(msg, "WARN")
-            if fmt is not None:
-                return Known("nccl", fmt.id, file, msg)
-            hit = self._find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
-            return Known(hit[0], hit[1], file, msg) if hit else None
+            return self.identify_warn(warn[1], warn[0])
         hit = self._find(text)
         return Known(hit[0], hit[1], None, text.strip()) if hit else None
+
+    def identify_warn(self, msg: str, file: str | None = None) -> Known | None:
+        """The message of an NCCL WARN (the text after ``NCCL WARN``, or NCCL's last WARN as a
+        layer above quotes it, without a file)."""
+        from ..parse import catalog  # only for logs with NCCL WARN lines: ~2,900 formats to index
+
+        fmt = catalog.lookup(msg, "WARN")
+        if fmt is not None:
+            return Known("nccl", fmt.id, file, msg)
+        hit = self._find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
+        return Known(hit[0], hit[1], file, msg) if hit else None
 
     def _find(self, text: str) -> tuple[str, str] | None:
         # keyed by the text itself, digits and all: an Xid 43 is not an Xid 45, RoCE v1 not v2
@@ -141,8 +154,7 @@ def torch_formats() -> tuple[tuple[str, str], ...]:
     """(id, format) of the PyTorch catalog (``parse/data/torch_formats.tsv``)."""
     import csv
 
-    path = Path(__file__).resolve().parent.parent / "parse" / "data" / "torch_formats.tsv"
-    with open(path, newline="") as fh:
+    with open(TORCH_FORMATS, newline="") as fh:
         rd = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
         next(rd)
         return tuple((row[0], row[4]) for row in rd)

@@ -33,6 +33,8 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
         parse(first, block)
     for ev in fp.finish():
         model.add(ev)
+    for ev in fp.tail():  # where the file's output stops (its last line and progress line)
+        model.add(ev)
     model.lines += reader.lines
     return model, reader.notices, bool(reader.lines or not reader.notices)
 

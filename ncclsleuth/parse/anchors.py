@@ -36,6 +36,7 @@ GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar", "m
 ENVELOPE_KEYWORDS = (
     "NCCL", "CCOM", "WARN", "ERROR", "FATAL", "CRITICAL", "[E", "] INFO", "Exception", "Error", "Traceback",
     'File "', "KeyboardInterrupt", "Timeout", "Timed", "Failed",
+    "Last error:",  # PyTorch's NCCL error text: NCCL's last WARN follows on the next line
 )
 #: the same as regexes: glog's ``E1129 `` and PyTorch's ``[rank3]:[E...``
 KEYWORD_RX = (r"E\d{4} ", r"\[rank\d+\]:\[E")

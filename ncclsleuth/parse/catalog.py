@@ -11,6 +11,7 @@ results are cached per message shape by the caller.
 from __future__ import annotations
 
 import csv
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,8 +52,15 @@ def _to_regex(fmt: str) -> str | None:
     for m in _CONV.finditer(fmt):
         lit = fmt[pos:m.start()]
         literal += len(lit.strip())
-        out.append(re.escape(_squash(lit)))
+        sq = _squash(lit)
         conv = m.group(1)
+        if conv in "sm" and m.group(0) != "%%" and sq.endswith(" "):
+            # a string printed empty ("connecting to address  with family": an all-zero
+            # address) leaves one space once whitespace is collapsed: the value owns its space
+            out.append(re.escape(sq[:-1]) + "(?: .*?)?")
+            pos = m.end()
+            continue
+        out.append(re.escape(sq))
         if m.group(0) == "%%":
             out.append("%")
         elif conv in "diu":
@@ -102,20 +110,32 @@ def _index() -> tuple[dict[str, list[_Entry]], list[_Entry]]:
     """Formats bucketed by their first literal word (``loose``: formats starting with a value).
 
     Patterns are compiled when a message first reaches their bucket: compiling all ~2,900
-    up front cost ~0.2 s of every ``ncclsleuth parse`` run.
+    up front cost ~0.2 s of every ``ncclsleuth parse`` run.  The buckets of regex sources
+    are kept on disk while the catalog file does not change (building them costs ~100 ms,
+    which every analysis of a log with one WARN line paid).
     """
-    buckets: dict[str, list[_Entry]] = {}
-    loose: list[_Entry] = []
+    from ..util.cache import derived
+
+    table = derived("catalog", [str(_DATA), os.path.abspath(__file__)], _table)  # this file: _to_regex
+    fmts = {f.id: f for f in _rows()}
+    buckets = {first: [[rx, None, fmts[key]] for key, rx in rows] for first, rows in table[0].items()}
+    loose = [[rx, None, fmts[key]] for key, rx in table[1]]
+    return buckets, loose
+
+
+def _table() -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
+    """(first word -> [(id, regex source)], [(id, regex source)] of formats starting with a value)."""
+    buckets: dict[str, list[tuple[str, str]]] = {}
+    loose: list[tuple[str, str]] = []
     for fmt in _rows():
         rx = _to_regex(fmt.format)
         if rx is None:
             continue
         first = fmt.format.strip().split(" ", 1)[0]
-        entry: _Entry = [rx, None, fmt]
         if "%" in first or "{" in first:
-            loose.append(entry)
+            loose.append((fmt.id, rx))
         else:
-            buckets.setdefault(first, []).append(entry)
+            buckets.setdefault(first, []).append((fmt.id, rx))
     return buckets, loose
 
 

@@ -1,8 +1,10 @@
 """Lines -> typed events: envelope, anchor, grammar (through the shape cache), builder.
 
 One :class:`FileParser` per input stream.  It is stateful only where a meaning spans
-lines: a Python traceback becomes one event at its exception line, and torchrun's
-ChildFailedError block gives its ``key : value`` lines their meaning.
+lines: a Python traceback becomes one event at its exception line, torchrun's
+ChildFailedError block gives its ``key : value`` lines their meaning, the line after
+PyTorch's ``Last error:`` is NCCL's last WARN, and a message hard-wrapped onto indented
+continuation lines is joined.
 
 Cheap filters first: an NCCL line is found with ``str.find``; any other line costs
 one anchor regex search, and only lines with an anchor reach the grammar.
@@ -50,6 +52,20 @@ _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
+#: PyTorch's NCCL error text ends with ``"\nLast error:\n" + ncclGetLastError()`` (NCCLUtils
+#: getNcclErrorDetailStr, torch 1.13..2.15): the text of NCCL's last WARN, without its prefix
+_LAST_ERROR = "Last error:"
+_NO_LAST_ERROR = "Unknown NCCL Error"
+#: XLA quotes ncclGetLastError() too (jax-cuda12-pjrt 0.12: nccl_collectives.cc "NCCL operation %s
+#: failed: %s. Last NCCL warning(error) log entry (may be unrelated) '%s'.", nccl_communicator.cc
+#: "%s. Last NCCL error (maybe unrelated): %s"): (marker, what ends the quote)
+_XLA_QUOTES = (("Last NCCL warning(error) log entry (may be unrelated) '", "'"),
+               ("Last NCCL error (maybe unrelated): ", ""))
+#: what cannot be NCCL's last WARN on the line after "Last error:" (it was empty: a new block starts)
+_NOT_A_WARN = ("Exception raised from", "Traceback", "File ", "frame #", "terminate called", "[rank", "#")
+#: continuation lines a hard-wrapped message may be joined with (a watchdog message broken
+#: after "timeout:" and after its WorkNCCL(...) is three lines)
+MAX_JOINS = 3
 
 
 @dataclass
@@ -68,30 +84,23 @@ _FRAME_AT = re.compile(r'File "([^"]*)", line (\d+), in (\S+)')
 _LIB = re.compile(r"site-packages|dist-packages|/lib/python\d|^<|/torch/distributed/")
 
 
-#: a watchdog message cut after its colon, the WorkNCCL(...) on the next lines (pasted logs)
-_WRAP_END = "operation timeout:"
-_WRAP_NEXT = re.compile(r"(?<!\s)\s+(?:WorkNCCL\(|ran for \d+ milliseconds)")
-
-
-def _wrapped(lines: list[str], i: int) -> tuple[str, int]:
-    """Line ``i`` joined with the indented continuation lines of a wrapped watchdog message
-    (``... timeout:`` / ``  WorkNCCL(...)`` / ``  ran for N milliseconds ...``), and how many
-    lines it took from after ``i``."""
-    line = lines[i]
-    if not line.rstrip().endswith(_WRAP_END):
-        return line, 0
-    more = 0
-    while i + more + 1 < len(lines) and more < 2 and _WRAP_NEXT.match(lines[i + more + 1]):
-        more += 1
-        line = line.rstrip() + " " + lines[i + more].strip()
-    return line, more
-
-
 def _user_frame(body: str) -> str | None:
     m = _FRAME_AT.search(body)
     if m is None or _LIB.search(m.group(1)) or not m.group(1).endswith(".py"):
         return None  # a library's frame, or a launcher's entry point (bin/torchrun)
     return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}"
+
+
+@dataclass
+class _Held:
+    """A message whose line ends where more must follow (``...timeout:``), held until the next
+    line says whether it continues there (indented) or not."""
+
+    lineno: int
+    text: str
+    rec: Record
+    events: list[E.Event]
+    joins: int = 0
 
 
 @dataclass
@@ -133,6 +142,9 @@ class FileParser:
         self._tb: dict[int | None, _Tb] = {}
         self._in_failure_block = False
         self._failure_block: str | None = None
+        #: ranks whose last line was PyTorch's "Last error:" (the next line is NCCL's last WARN)
+        self._last_error: set[int | None] = set()
+        self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
         #: the last blocks read (at most TAIL_CHARS), for where the output stops (:mod:`.tail`)
         self._tail: list[tuple[int, str]] = []
@@ -152,8 +164,7 @@ class FileParser:
         self.stats.lines += 1
         if not self.keep_text:
             self._keep_line(lineno, text)
-        if not self.keep_text and not (self._tb or self._in_failure_block or self._tests) \
-                and PREFILTER.search(text) is None:
+        if not self.keep_text and not self._open() and PREFILTER.search(text) is None:
             return []
         return self._line(lineno, text)
 
@@ -169,19 +180,15 @@ class FileParser:
             self._keep_block(first, text)
         put = out.extend if self.sink is None else self._deliver
         if self.keep_text:
-            lines = text.split("\n")
-            i = 0
-            while i < len(lines):
-                line, more = _wrapped(lines, i)
+            for i, line in enumerate(text.split("\n")):
                 put(self._line(first + i, line))
-                i += 1 + more
             return out
         pos, n, size = 0, first, len(text)
         search = PREFILTER.search
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         while pos <= size:
-            if self._tb or self._in_failure_block or self._tests:  # line by line while a block is open
+            if self._open():  # line by line while a block is open
                 end = text.find("\n", pos)
                 end = size if end < 0 else end
                 put(self._line(n, text[pos:end]))
@@ -196,16 +203,14 @@ class FileParser:
             n += text.count("\n", pos, start)
             end = text.find("\n", m.start())
             end = size if end < 0 else end
-            line, more = text[start:end], 0
-            if line.endswith(_WRAP_END) and end < size:  # a message the poster's terminal wrapped
-                line, more = _wrapped(text[start:min(size, end + 2048)].split("\n", 3)[:3], 0)
-                for _ in range(more):
-                    end = text.find("\n", end + 1)
-                    end = size if end < 0 else end
-            put(self._line(n, line))
-            n, pos = n + 1 + more, end + 1
+            put(self._line(n, text[start:end]))
+            n, pos = n + 1, end + 1
         put(self._step_lines(first, text))
         return out
+
+    def _open(self) -> bool:
+        """True while a meaning spans lines: every line counts, keyword or not."""
+        return bool(self._tb or self._in_failure_block or self._tests or self._held is not None or self._last_error)
 
     def _deliver(self, events: list[E.Event]) -> None:
         add = self.sink.add  # type: ignore[union-attr]  # only set with a sink
@@ -259,6 +264,15 @@ class FileParser:
         return self._make(cls, rec, lineno, line, fields)
 
     def _line(self, lineno: int, text: str) -> list[E.Event]:
+        held = self._held
+        if held is not None:
+            try:
+                if self._join(held, text):
+                    return []
+            except Exception:  # noqa: BLE001 - a continuation that breaks the parser is a line of its own
+                pass
+            self._held = None
+            return held.events + self._line(lineno, text)
         try:
             if "\r" in text or "\x1b" in text:  # progress redraws and colours (block reader leaves them)
                 out: list[E.Event] = []
@@ -289,17 +303,82 @@ class FileParser:
         if text.lstrip().startswith("#"):
             self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
-        for rec in peel(text):
+        recs = peel(text)
+        for rec in recs:
             self.stats.records += 1
             if rec.family == "nccl":
                 ev = self._nccl(rec, lineno, text)
             else:
-                ev = self._other(rec, lineno, text, out)
+                rest, ev = self._quoted(rec, lineno, text, out)
+                if rest is not None:
+                    ev = self._other(rest, lineno, text, out)
             if ev is not None and (self.keep_text or ev.kind != "text"):
                 out.append(ev)
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
+        if len(recs) == 1 and len(out) == 1 and recs[0].family == "other" and self._holds(recs[0], out[0]):
+            self._held = _Held(lineno, text, recs[0], out)
+            return []
         return out
+
+    # ------------------------------------------------------------------ text inside other text
+    def _quoted(self, rec: Record, lineno: int, text: str, out: list[E.Event]
+                ) -> tuple[Record | None, E.Event | None]:
+        """NCCL's last WARN quoted by the layer above: the line after PyTorch's ``Last error:``,
+        the rest of a line holding it, or XLA's quote.  Returns the record left to parse as
+        usual (None: nothing left) and the event of the quoted message (or None)."""
+        body = rec.body
+        if self._last_error and rec.rank in self._last_error:
+            self._last_error.discard(rec.rank)
+            msg = body.strip()
+            if msg and rec.level is None and not msg.startswith(_NOT_A_WARN):
+                return None, self._inner(rec, lineno, text, msg)
+        k = body.find(_LAST_ERROR)
+        if k >= 0:
+            msg = body[k + len(_LAST_ERROR):].strip()
+            if not msg:
+                self._last_error.add(rec.rank)
+            elif not msg.startswith(_NO_LAST_ERROR):
+                ev = self._inner(rec, lineno, text, msg)
+                if not body[:k].strip():
+                    return None, ev
+                out.append(ev)
+            return (rec._replace(body=body[:k].rstrip()) if body[:k].strip() else None), None
+        if "Last NCCL " in body:
+            for marker, end in _XLA_QUOTES:
+                k = body.find(marker)
+                if k >= 0:
+                    msg = body[k + len(marker):]
+                    cut = msg.rfind(end) if end else -1
+                    msg = (msg[:cut] if cut > 0 else msg).strip()
+                    if msg:
+                        out.append(self._inner(rec, lineno, text, msg))
+                    return rec._replace(body=body[:k].rstrip()), None
+        return rec, None
+
+    def _inner(self, rec: Record, lineno: int, text: str, msg: str) -> E.Event:
+        """The event of an NCCL WARN message quoted on this line (a WARN: a problem line)."""
+        return self._nccl(Record(msg, "nccl", "WARN", rec.host, rec.pid, rec.tid, rec.dev, rec.rank, rec.ts,
+                                 None, rec.pg), lineno, text)
+
+    # ------------------------------------------------------------------ hard-wrapped messages
+    def _holds(self, rec: Record, ev: E.Event) -> bool:
+        """A message whose line ends with ':' or ',' may go on on the next line (hard-wrapped)."""
+        return ev.kind not in ("text", "traceback") and rec.body.rstrip().endswith((":", ",")) \
+            and not self._tb and not self._in_failure_block and not self._tests
+
+    def _join(self, held: _Held, text: str) -> bool:
+        """Join an indented continuation line to the held message when the message parses
+        with it and says more; the event keeps the first line's number and text."""
+        if held.joins >= MAX_JOINS or text[:1] not in (" ", "\t") or not text.strip():
+            return False
+        rec = held.rec._replace(body=f"{held.rec.body.rstrip()} {text.strip()}")
+        ev = self._other(rec, held.lineno, held.text, [])
+        old = held.events[0]
+        if ev is None or type(ev) is not type(old) or _said(ev) <= _said(old):
+            return False
+        held.rec, held.events, held.joins = rec, [ev], held.joins + 1
+        return True
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
         """The event of a templated line (``_FOLDED`` when the connection sink took it)."""
@@ -316,9 +395,12 @@ class FileParser:
                    dev=int(dev), level="INFO", **fields)
 
     def finish(self) -> list[E.Event]:
-        """What is left open at the end: a cut traceback, and where the output stops (the
-        last line and the last progress line, per rank where the file interleaves ranks)."""
+        """What is left open at the end: a held message, a cut traceback."""
         out: list[E.Event] = []
+        if self._held is not None:
+            out.extend(self._held.events)
+            self._held = None
+        self._last_error.clear()
         for rank, tb in sorted(self._tb.items(), key=lambda kv: kv[1].start):
             if tb.frames:
                 out.append(E.Traceback(source=self.source, line=tb.start, text=tb.text, rank=rank,
@@ -326,8 +408,6 @@ class FileParser:
                                        start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame,
                                        user_frame=tb.user_frame, call=tb.call))
         self._tb.clear()
-        if not self.keep_text:  # analyze: the model's input; ``parse`` prints what each line means
-            out.extend(self._tail_events())
         return out
 
     # ------------------------------------------------------------------ the end of the file
@@ -347,7 +427,10 @@ class FileParser:
             cur = self._tail_line = (lineno, [])
         cur[1].append(text)
 
-    def _tail_events(self) -> list[E.Event]:
+    def tail(self) -> list[E.Event]:
+        """Where the output stops (analyze, after :meth:`finish`): the last line and the last
+        progress line, per rank where the file interleaves ranks (:mod:`.tail`).  Not a line's
+        meaning but the model's input: ``parse`` (``keep_text``) keeps no tail."""
         if self._tail_line is not None:
             self._keep_block(self._tail_line[0], "\n".join(self._tail_line[1]))
             self._tail_line = None
@@ -386,8 +469,11 @@ class FileParser:
 
     # ------------------------------------------------------------------ NCCL lines
     def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:
+        """An NCCL record.  A WARN whose line does not read ``NCCL WARN <message>`` (quoted by
+        the layer above, pasted without the word NCCL) carries its message as ``inner``."""
         self.stats.nccl_records += 1
         body = rec.body
+        inner = body if rec.level == "WARN" and "NCCL WARN" not in text else None
         res = self.cache.parse(body) if body else None
         if res is None and body:
             at = anchor_starts(body)
@@ -396,12 +482,14 @@ class FileParser:
         if res is not None:
             cls, fields = build(res[0], res[1])
             if cls is not E.NcclOther:
+                if inner is not None:
+                    fields["inner"] = inner
                 return self._make(cls, rec, lineno, text, fields)
         cat_id, subsys = self._catalog_of(body, rec.level) if self.use_catalog else (None, None)
         if cat_id is None:
             self.stats.nccl_unknown += 1
         return self._make(E.NcclOther, rec, lineno, text,
-                          {"message": body, "subsys": subsys, "catalog_id": cat_id})
+                          {"message": body, "subsys": subsys, "catalog_id": cat_id, "inner": inner})
 
     def _catalog_of(self, body: str, level: str | None) -> tuple[str | None, str | None]:
         key = re.sub(r"\d+", "#", body)
@@ -439,8 +527,10 @@ class FileParser:
         elif tb is not None and text[:1].isspace() and not _EXC.match(body):
             return self._sync_or_text(rec, lineno, text, body, body)
         ev = self._anchored(rec, body, lineno, text)
-        if ev is None and _EXC.match(body):
-            ev = self._parse_at(rec, body, 0, lineno, text)
+        if (ev is None or not ev.is_problem) and _EXC.match(body):
+            # an exception line is a problem whatever is found inside it (a "NCCL version 2.21.5"
+            # at the end of an NCCL error whose other fields did not parse)
+            ev = self._parse_at(rec, body, 0, lineno, text) or ev
         if tb is not None and ev is not None and not text[:1].isspace() and (
                 isinstance(ev, E.ExceptionLine) or _EXC.match(body.strip()) or getattr(ev, "exc_type", None)):
             exc = ev if isinstance(ev, E.ExceptionLine) else None
@@ -520,3 +610,9 @@ class FileParser:
                 fields.setdefault("pg_rank", rec.pg_rank)
         return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)
+
+
+def _said(ev: E.Event) -> int:
+    """How many of an event's own fields hold a value (a joined message must say more)."""
+    base = E.Event.FIELDS
+    return sum(1 for name in ev.FIELDS if name not in base and getattr(ev, name) not in (None, "", (), 0))

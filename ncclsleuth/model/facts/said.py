@@ -55,7 +55,22 @@ def message_of(ev: E.Event) -> str:
     traceback by its exception line)."""
     if isinstance(ev, E.Traceback):
         return f"{ev.exc_type}: {ev.message}" if ev.message else ev.exc_type
+    if isinstance(ev, E.WatchdogTimeout) and "WorkNCCL(" not in ev.text and ev.op:
+        return _watchdog_text(ev)  # a message hard-wrapped over lines: its event holds the fields
     return strip_prefixes(ev.text)
+
+
+def _watchdog_text(ev: E.WatchdogTimeout) -> str:
+    """The watchdog message as ProcessGroupNCCL prints it (PGN-WD-TIMEOUT / PGN-WORK-3),
+    rebuilt from the fields of a line whose WorkNCCL(...) was on the next lines."""
+    kv = [f"SeqNum={ev.seq}" if ev.seq is not None else "", f"OpType={ev.op}",
+          f"NumelIn={ev.numel_in}" if ev.numel_in is not None else "",
+          f"NumelOut={ev.numel_out}" if ev.numel_out is not None else "",
+          f"TensorShape={ev.shape}" if ev.shape else "",
+          f"Timeout(ms)={ev.timeout_ms}" if ev.timeout_ms is not None else ""]
+    ran = f" ran for {ev.ran_ms} milliseconds before timing out." if ev.ran_ms is not None else ""
+    work = ", ".join(x for x in kv if x)
+    return f"[Rank {ev.rank}] Watchdog caught collective operation timeout: WorkNCCL({work}){ran}"
 
 
 #: bracketed wrappers at the start of a line: launcher ranks ``[rank0]:``, c10 glog headers
@@ -79,23 +94,25 @@ def said(ev: E.Event) -> Said:
         return _lookup(message_of(ev), True)
     if isinstance(ev, E.MonitoredBarrier) and ev.what == "waited":
         return Said("waited", ("collective_timeout",), "GLOO-PG-mb-nonzero")
-    first = _lookup(ev.text, False)  # the whole line: some formats include their prefix ("[Rank N] ...")
-    if first.kb_id is not None:
-        return first
-    return _lookup(message_of(ev), False)
+    text = _watchdog_text(ev) if isinstance(ev, E.WatchdogTimeout) and "WorkNCCL(" not in ev.text and ev.op \
+        else ev.text
+    return _lookup(text, False)
 
 
 _CACHE: dict[tuple[str, bool], Said] = {}
 
 
 def _lookup(text: str, exception: bool) -> Said:
-    """Cached per message shape: numbers of 3+ digits (ports, pids, times, sizes) do not
-    change a meaning; small ones can ("SeqNum=1", "exitcode: -9"), so they stay in the key.
-    A 16,384-rank job's 16,384 watchdog lines cost one lookup."""
-    key = (_DIGITS.sub("0", text), exception)
+    """Cached per message shape: the prefix (rank, time, logger) does not change a meaning,
+    nor do numbers of 3+ digits (ports, pids, sizes); small ones can ("SeqNum=1", "exitcode:
+    -9"), so they stay in the key.  A 16,384-rank job's 16,384 watchdog lines cost one lookup."""
+    body = strip_prefixes(text)
+    key = (_DIGITS.sub("0", body), exception)
     hit = _CACHE.get(key)
     if hit is None:
         hit = _explain(text, exception)
+        if hit.kb_id is None and body != text:  # the message without its prefix
+            hit = _explain(body, exception)
         if len(_CACHE) < 20_000:
             _CACHE[key] = hit
     return hit

@@ -179,14 +179,14 @@ def via_fields(via: str) -> dict[str, Any]:
             nic = parts[2]
             if "(" in nic:
                 nic, proxy = nic.split("(", 1)
-                f["proxy_rank"] = _maybe_int(proxy.rstrip(")"))
-            f["nic"] = _maybe_int(nic)
+                f["proxy_rank"] = as_int(proxy.rstrip(")"))
+            f["nic"] = as_int(nic)
         f["gdr"] = "GDRDMA" in v
     return f
 
 
-def _maybe_int(s: str) -> int | None:
-    """An integer (decimal, else hex), None when it is neither: as the builder converts."""
+def as_int(s: str) -> int | None:
+    """An integer (decimal, else hex), None when it is neither (how the builder converts numbers)."""
     try:
         return int(s)
     except ValueError:

@@ -144,7 +144,7 @@ class KnowledgeBase:
         entry = cands[0]
         if f is not None and len(cands) > 1:
             entry = next((e for e in cands if f in e["_files"]), next((e for e in cands if not e["_files"]), entry))
-        fields = {k: entry.get(k) for k in ("role", "category", "severity", "meaning", "fix")}
+        fields: dict[str, Any] = {k: entry.get(k) for k in ("role", "category", "severity", "meaning", "fix")}
         for variant in entry.get("context") or ():
             if self._holds(variant.get("when") or {}, f, message, phase):
                 fields.update({k: variant[k] for k in fields if k in variant})

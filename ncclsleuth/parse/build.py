@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events as E
-from ..events.nccl import via_fields
+from ..events.nccl import as_int, via_fields
 
 Fields = dict[str, Any]
 
@@ -174,15 +174,7 @@ def _tree_spec(spec: str) -> tuple[tuple[int, ...], int, int]:
 
 
 def _int(s: str | None) -> int | None:
-    if s is None:
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        try:
-            return int(s, 16)
-        except ValueError:
-            return None
+    return None if s is None else as_int(s)
 
 
 def _float(s: str) -> float | None:

@@ -311,6 +311,8 @@ def check_fields(doc: dict[str, Any], path: str) -> None:
             if "as" in leaf:
                 named[str(leaf["as"])] = got
     for key in ("group_by", "category_from", "severity_from"):  # fields of the records of a fact leaf
+        if key == "category_from" and doc.get(key) == KNOWLEDGE:
+            continue  # the knowledge base's reading of the evidence line, not a field
         if key in doc and doc[key] not in fields:
             raise RuleError(path, f"no matched fact has a field {doc[key]!r}", key)
     for key in ("title", "message", "fix"):

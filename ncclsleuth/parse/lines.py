@@ -22,7 +22,7 @@ from .anchors import PREFILTER, STEP_START, anchor_starts
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache
-from .tail import TAIL_CHARS, last_line, last_progress, per_rank, rank_of
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, last_line, last_progress, per_rank, rank_of
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -415,7 +415,8 @@ class FileParser:
         tail = self._tail
         tail.append((first, text))
         self._tail_chars += len(text)
-        while self._tail_chars - len(tail[0][1]) >= TAIL_CHARS and len(tail) > 1:
+        cap = TAIL_CHARS_MULTI if len(self._ranks) >= 2 else TAIL_CHARS
+        while self._tail_chars - len(tail[0][1]) >= cap and len(tail) > 1:
             self._tail_chars -= len(tail.pop(0)[1])
 
     def _keep_line(self, lineno: int, text: str) -> None:

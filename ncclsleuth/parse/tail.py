@@ -25,6 +25,9 @@ from typing import NamedTuple
 
 #: characters of the end of a file kept for this scan (a few thousand lines)
 TAIL_CHARS = 256 * 1024
+#: the same for a file that interleaves ranks: every rank's last progress line comes before
+#: the burst of failure lines all ranks print at the end (1,024 ranks x ~2 KB of timeouts)
+TAIL_CHARS_MULTI = 8 * 1024 * 1024
 #: candidate lines tried per file of one rank before giving up
 _TRIES = 64
 

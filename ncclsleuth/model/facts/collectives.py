@@ -94,15 +94,13 @@ def _messengers(ranks: dict[int, tuple[int, E.Event]], ahead: list[int]) -> list
 
 
 def _enqueued_by_rank(model: JobModel) -> dict[str, dict[int, tuple[int, E.Event]]]:
-    """pg -> rank -> (last enqueued seq, the line saying so)."""
+    """pg -> rank -> (last enqueued seq, the line saying so), from each rank's counters
+    (:mod:`..tracks`: every rank's, not only the events kept per kind)."""
     out: dict[str, dict[int, tuple[int, E.Event]]] = defaultdict(dict)
-    for ev in model.events.get("work_status", ()):
-        assert isinstance(ev, E.WorkStatus)
-        if ev.rank is None or ev.last_enqueued is None:
-            continue
-        cur = out[_pg(ev)].get(ev.rank)
-        if cur is None or ev.last_enqueued > cur[0]:
-            out[_pg(ev)][ev.rank] = (ev.last_enqueued, ev)
+    for m in members(model).ranks:
+        for pg, (enq, _, ev) in m.counters.items():
+            if enq is not None and m.rank is not None:
+                out[pg][m.rank] = (enq, ev)
     return out
 
 

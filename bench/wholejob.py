@@ -36,6 +36,7 @@ WHOLE_JOB_FACTS = ("rank_named", "odd_one_out", "first_failure", "quiet_rank", "
 def _shapes():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("bench_shapes", HERE / "shapes.py")
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["bench_shapes"] = mod  # its dataclasses look their module up there
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
 

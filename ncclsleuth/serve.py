@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -32,6 +33,14 @@ SOURCE_NAME = "<request>"
 
 class TooLarge(Exception):
     pass
+
+
+class NotALog(Exception):
+    """The body holds no line of NCCL, PyTorch distributed or nccl-tests (422)."""
+
+
+#: path -> the methods it answers (405 with ``Allow`` for the others)
+ROUTES = {"/analyze": ("POST",), "/rules": ("GET", "HEAD"), "/healthz": ("GET", "HEAD")}
 
 
 def decode_body(raw: bytes, encoding: str | None, max_bytes: int) -> bytes:
@@ -60,8 +69,10 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, addr: tuple[str, int], *, rules: list[Any], max_bytes: int = DEFAULT_MAX_BYTES,
-                 timeout_s: float = 60.0, workers: int = 4) -> None:
+                 timeout_s: float = 60.0, workers: int = 4, access_log: Any = None) -> None:
         super().__init__(addr, Handler)
+        #: called with one line per answer (None: no access log)
+        self.access_log = access_log
         self.rules = rules
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
@@ -79,18 +90,48 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # quiet; the CLI prints where it listens
+        pass  # the stdlib's lines are replaced by one access line per answer (access_line)
+
+    def access_line(self, status: int, size: int) -> None:
+        """One line per answer on the server's access log: client, method, path, status,
+        bytes sent, milliseconds; never the body (logs are the users' data)."""
+        log = getattr(self.server, "access_log", None)
+        if log is None:
+            return
+        started = getattr(self, "_started", None)
+        ms = f" {(time.monotonic() - started) * 1000:.0f}ms" if started is not None else ""
+        path = urlsplit(self.path).path if getattr(self, "path", None) else "-"
+        log(f'{self.client_address[0]} "{getattr(self, "command", "-")} {path}" {status} {size}{ms}')
+
+    def parse_request(self) -> bool:
+        self._started = time.monotonic()
+        return super().parse_request()
+
+    def _not_allowed(self, path: str) -> bool:
+        """405 for a known path asked with a method it does not answer."""
+        allowed = ROUTES.get(path)
+        if allowed is None or self.command in allowed:
+            return False
+        self.close_connection = True
+        body = json.dumps({"error": f"{path} answers {', '.join(allowed)}, not {self.command}",
+                           "status": 405}) + "\n"
+        self._send(HTTPStatus.METHOD_NOT_ALLOWED, body, extra={"Allow": ", ".join(allowed)})
+        return True
 
     # ------------------------------------------------------------------ helpers
-    def _send(self, status: int, body: str, ctype: str = "application/json; charset=utf-8") -> None:
+    def _send(self, status: int, body: str, ctype: str = "application/json; charset=utf-8",
+              extra: dict[str, str] | None = None) -> None:
         data = body.encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Content-Type-Options", "nosniff")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+        self.access_line(int(status), len(data) if self.command != "HEAD" else 0)
 
     def _error(self, status: HTTPStatus, message: str) -> None:
         self.close_connection = True
@@ -99,6 +140,8 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ routes
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = urlsplit(self.path).path
+        if self._not_allowed(path):
+            return
         if path == "/healthz":
             self._send(200, json.dumps({"status": "ok", "version": __version__}) + "\n")
         elif path == "/rules":
@@ -108,8 +151,19 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no route {path} (POST /analyze, GET /rules, GET /healthz)")
 
+    do_HEAD = do_GET  # noqa: N815 - the same answer without the body (_send)
+
+    def _other(self) -> None:
+        path = urlsplit(self.path).path
+        if not self._not_allowed(path):
+            self._error(HTTPStatus.NOT_FOUND, f"no route {path} (POST /analyze, GET /rules, GET /healthz)")
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _other  # noqa: N815
+
     def do_POST(self) -> None:  # noqa: N802
         url = urlsplit(self.path)
+        if self._not_allowed(url.path):
+            return
         if url.path != "/analyze":
             self._error(HTTPStatus.NOT_FOUND, f"no route {url.path}")
             return
@@ -153,6 +207,9 @@ class Handler(BaseHTTPRequestHandler):
         fut.add_done_callback(lambda _f: self.server.slots.release())
         try:
             text = fut.result(timeout=self.server.timeout_s)
+        except NotALog as exc:
+            self._error(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc))
+            return
         except FutureTimeout:
             # the worker cannot be killed; its slot frees itself when it ends
             self._error(HTTPStatus.GATEWAY_TIMEOUT, f"analysis took longer than {self.server.timeout_s:g} s")
@@ -167,6 +224,7 @@ class Handler(BaseHTTPRequestHandler):
         from .renderers import render
 
         report = analyze_bytes(data, self.server.rules)
+        refuse_non_log(report)
         if redact:
             from .report.redact import redact as do_redact
 
@@ -175,11 +233,24 @@ class Handler(BaseHTTPRequestHandler):
         return render(fmt, report, **opts)
 
 
+def refuse_non_log(report: Any) -> None:
+    """:class:`NotALog` (422) for a body with nothing NCCL, PyTorch or nccl-tests wrote."""
+    if not report.is_log:
+        from .report import HOW_TO_GET_A_LOG, NOT_A_LOG
+
+        raise NotALog(f"{NOT_A_LOG}. {HOW_TO_GET_A_LOG}")
+
+
 def make_server(host: str = "127.0.0.1", port: int = 8080, *, rules: list[Any] | None = None,
-                max_bytes: int = DEFAULT_MAX_BYTES, timeout_s: float = 60.0, workers: int = 4) -> Server:
-    """A ready :class:`Server` (call ``serve_forever``); port 0 picks a free one."""
+                max_bytes: int = DEFAULT_MAX_BYTES, timeout_s: float = 60.0, workers: int = 4,
+                access_log: Any = None, config: Any = None) -> Server:
+    """A ready :class:`Server` (call ``serve_forever``); port 0 picks a free one.
+
+    ``config``: the project's rule configuration (``api.Options.config``) the rules are
+    loaded with; ``access_log``: called with one line per answer."""
     if rules is None:
         from . import api
 
-        rules = api.load_rules(api.Options())
-    return Server((host, port), rules=rules, max_bytes=max_bytes, timeout_s=timeout_s, workers=workers)
+        rules = api.load_rules(api.Options(config=config))
+    return Server((host, port), rules=rules, max_bytes=max_bytes, timeout_s=timeout_s, workers=workers,
+                  access_log=access_log)

@@ -4,7 +4,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..events import REGISTRY
 from .job import JobModel
+
+#: the kinds any program's output can hold (tracebacks, plain text, step times, ...): a
+#: file of only these is not the output of NCCL, PyTorch distributed or nccl-tests
+_GENERIC = frozenset(k for k, cls in REGISTRY.items() if cls.__module__.endswith(".generic"))
+
+
+def recognised_lines(model: JobModel) -> int:
+    """Lines NCCL, PyTorch distributed or nccl-tests wrote (0: not a log of theirs)."""
+    return sum(n for k, n in model.kind_counts.items() if k not in _GENERIC)
 
 
 def summarize(model: JobModel) -> dict[str, Any]:
@@ -37,6 +47,7 @@ def summarize(model: JobModel) -> dict[str, Any]:
     return {
         "files": len(model.sources),
         "lines": model.lines,
+        "recognised_lines": recognised_lines(model),
         "hosts": model.hosts,
         "processes": len(procs),
         "ranks": nranks or len(launcher) or None,

@@ -10,6 +10,7 @@ from ..events.nccl import via_fields
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
+    from .flight import FlightRecords
     from .live import LiveView
 
 #: Kinds folded into aggregates instead of being kept one by one.
@@ -127,6 +128,8 @@ class JobModel:
         self._ip_hosts: tuple[int, dict[str, str]] | None = None
         #: what ``watch`` knows beyond the lines (when each process was last heard of); None elsewhere
         self.live: LiveView | None = None
+        #: the Flight Recorder dumps among the inputs (:mod:`.flight`); None when there are none
+        self.flight: FlightRecords | None = None
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:

@@ -50,7 +50,7 @@ def summarize(model: JobModel) -> dict[str, Any]:
         "recognised_lines": recognised_lines(model),
         "hosts": model.hosts,
         "processes": len(procs),
-        "ranks": nranks or len(launcher) or None,
+        "ranks": nranks or len(launcher) or _dump_ranks(model) or None,
         "nccl_versions": dict(sorted(versions.items())),
         "cuda_versions": dict(sorted(cuda.items())),
         "network": {k: sorted(v) for k, v in sorted(nets.items())},
@@ -60,3 +60,12 @@ def summarize(model: JobModel) -> dict[str, Any]:
         "nccltests_avg_busbw": [e.busbw for e in avg_bw][:8],  # type: ignore[attr-defined]
         "events": dict(sorted(model.kind_counts.items())),
     }
+
+
+def _dump_ranks(model: JobModel) -> int | None:
+    """The rank count of Flight Recorder dumps, where the inputs hold some."""
+    if model.flight is None:
+        return None
+    from .facts.flight import expected_world
+
+    return expected_world(model)

@@ -175,7 +175,13 @@ class KnowledgeBase:
 
 def default_dir() -> Path:
     """``knowledge/`` of a source checkout, else the copy shipped in the package."""
-    env = os.environ.get("NCCLSLEUTH_KNOWLEDGE")
+    return _default_dir(os.environ.get("NCCLSLEUTH_KNOWLEDGE"))
+
+
+@lru_cache(maxsize=4)
+def _default_dir(env: str | None) -> Path:
+    """Per value of the variable: every line a run explains asks (56,000 lines of a
+    16,384-rank job paid a path resolve and two stats each, 15 s)."""
     if env:
         return Path(env)
     here = Path(__file__).resolve().parent

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as E
 from ..events.nccl import via_fields
+from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
     from .flight import FlightRecords
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 #: Kinds folded into aggregates instead of being kept one by one.
 HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "nccltests_row",
-                         "socket_retry", "failure_field", "step_time"})
+                         "socket_retry", "failure_field", "step_time", "last_line", "progress"})
 #: step times kept per rank (or per file where the rank is unknown) for straggler checks
 STEP_SAMPLES = 2000
 _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
@@ -51,6 +52,8 @@ class Process:
     last_line: int = 0
     last_kind: str | None = None
     last_ts: str | None = None
+    #: the first problem line of this process (when its trouble started)
+    first_error: E.Event | None = None
     gdr_conns: int = 0
     net_conns: int = 0
     errors: int = 0
@@ -126,6 +129,10 @@ class JobModel:
         self.step_times: dict[int | str, list[float]] = {}
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
+        #: (launcher rank or None, file) -> what that rank did there (:mod:`.tracks`)
+        self.tracks: dict[tuple[int | None, str], Track] = {}
+        #: derived views memoised for the facts (:mod:`.members`); rebuilt when the model grows
+        self.memo: dict[str, tuple[int, object]] = {}
         self._source_hosts: tuple[int, dict[str, str]] | None = None
         self._ip_hosts: tuple[int, dict[str, str]] | None = None
         #: what ``watch`` knows beyond the lines (when each process was last heard of); None elsewhere
@@ -156,7 +163,14 @@ class JobModel:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
                 proc.evidence[kind] = ev
-        if (kind in HIGH_VOLUME or kind in self.drop) and not ev.is_problem:
+        problem = ev.is_problem
+        if problem or kind in TRACKED:
+            key = (ev.rank, ev.source)
+            t = self.tracks.get(key)
+            if t is None:
+                t = self.tracks[key] = Track(ev.rank, ev.source)
+            t.see(ev, kind, problem)
+        if (kind in HIGH_VOLUME or kind in self.drop) and not problem:
             return
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < KEEP_PER_KIND:
@@ -271,6 +285,8 @@ class JobModel:
             p.launcher_rank = ev.rank
         if ev.is_problem:
             p.errors += 1
+            if p.first_error is None:
+                p.first_error = ev
         return p
 
     def comm(self, key: str) -> Comm:
@@ -522,16 +538,18 @@ def _count_hop(m: JobModel, p: Process | None, comm_key: str | None, label: str,
 
 
 def _h_failure_head(m: JobModel, ev: E.FailureBlockHead, p: Process | None) -> None:
-    m._block = {"block": ev.block, "source": ev.source, "line": ev.line, "fields": {}}
+    m._block = {"block": ev.block, "source": ev.source, "line": ev.line, "fields": {}, "events": {}}
     m.failure_blocks.append(m._block)
 
 
 def _h_failure_field(m: JobModel, ev: E.FailureField, p: Process | None) -> None:
     if m._block is None or ev.name in m._block["fields"]:
         m._block = {"block": m._block["block"] if m._block else "failures", "source": ev.source,
-                    "line": ev.line, "fields": {}}
+                    "line": ev.line, "fields": {}, "events": {}}
         m.failure_blocks.append(m._block)
     m._block["fields"][ev.name] = (ev.value, ev.line)
+    if ev.name in ("rank", "exitcode", "traceback"):  # the lines a finding about this worker quotes
+        m._block["events"][ev.name] = ev
 
 
 def _h_step(m: JobModel, ev: E.StepTime, p: Process | None) -> None:

@@ -40,6 +40,7 @@ def merge(into: JobModel, other: JobModel) -> None:
             into.comms[comm_key] = c
         else:
             _merge_comm(mine_c, c)
+    into.tracks.update(other.tracks)  # keyed by (rank, file): a file's tracks are its own
     into.versions_unattached.extend(other.versions_unattached)
     into.failure_blocks.extend(other.failure_blocks)
     room = KEEP_PER_KIND - len(into.nccltests_rows)
@@ -55,7 +56,7 @@ def merge(into: JobModel, other: JobModel) -> None:
 
 
 def _merge_process(a: Process, b: Process) -> None:
-    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "last_ts"):
+    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "last_ts", "first_error"):
         if getattr(a, name) is None:
             setattr(a, name, getattr(b, name))
     for name in ("bootstrap", "socket_ifaces", "ib_devices"):

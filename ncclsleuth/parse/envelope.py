@@ -47,7 +47,7 @@ _WRAP = re.compile(
     r"(?:"
     r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
     r"|\((?P<ray>\w+)(?: pid=\d+)?(?:, ip=[\w.:]+)?\) ?"                # Ray actor
-    r"|\[(?:default|rank|trainer|worker|RANK |Rank )(?P<lr>\d+)(?:\|\d+)?\]:? ?"  # torchrun, apps, [trainer0|0]:
+    r"|\[(?:default|rank ?|trainer|worker|RANK |Rank )(?P<lr>\d+)(?:\|\d+)?\]:? ?"  # torchrun, apps, [trainer0|0]:
     r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
     r"|\[c10d\] ?"
     r"|\[repeated \d+x across cluster\] ?"

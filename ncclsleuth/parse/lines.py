@@ -28,6 +28,7 @@ from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, last_line, last_progress, per_rank, rank_of
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -80,6 +81,21 @@ class _Tb:
     frames: int = 0
     last_frame: str | None = None
     text: str = ""
+    user_frame: str | None = None
+    call: str | None = None
+
+
+# A frame of the program itself, not of the interpreter or an installed package: where
+# the rank's own code stopped (the odd one out among ranks is found on this line).
+_FRAME_AT = re.compile(r'File "([^"]*)", line (\d+), in (\S+)')
+_LIB = re.compile(r"site-packages|dist-packages|/lib/python\d|^<|/torch/distributed/")
+
+
+def _user_frame(body: str) -> str | None:
+    m = _FRAME_AT.search(body)
+    if m is None or _LIB.search(m.group(1)) or not m.group(1).endswith(".py"):
+        return None  # a library's frame, or a launcher's entry point (bin/torchrun)
+    return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}"
 
 
 @dataclass
@@ -140,6 +156,12 @@ class FileParser:
         self._last_error: set[int | None] = set()
         self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
+        #: the last blocks read (at most TAIL_CHARS), for where the output stops (:mod:`.tail`)
+        self._end_blocks: list[tuple[int, str]] = []
+        self._end_chars = 0
+        self._end_line: tuple[int, list[str]] | None = None  # line mode: (first, lines)
+        #: launcher ranks seen on this file's events (two are enough: the file interleaves ranks)
+        self._ranks: set[int] = set()
         self._plans = fastpath.plans_for(self.cache, drop) \
             if sink is not None and not keep_text and fastpath.ENABLED else None
         #: the tool block open (ibstat, topo -m, ...) and what its reader may read back:
@@ -162,6 +184,8 @@ class FileParser:
 
     def parse_line(self, lineno: int, text: str) -> list[E.Event]:
         self.stats.lines += 1
+        if not self.keep_text:
+            self._keep_line(lineno, text)
         if not self.keep_text and not self._open() and PREFILTER.search(text) is None:
             self._seen.append((lineno, text))
             return []
@@ -177,6 +201,8 @@ class FileParser:
         """
         out: list[E.Event] = []
         self.stats.lines += text.count("\n") + 1
+        if not self.keep_text:
+            self._keep_block(first, text)
         put = out.extend if self.sink is None else self._deliver
         if self.keep_text:
             for i, line in enumerate(text.split("\n")):
@@ -481,6 +507,7 @@ class FileParser:
                    dev=int(dev), level="INFO", **fields)
 
     def finish(self) -> list[E.Event]:
+        """What is left open at the end: a tool block, a held message, a cut traceback."""
         out: list[E.Event] = self._blocks.close()
         if self._held is not None:
             out.extend(self._held.events)
@@ -490,9 +517,68 @@ class FileParser:
             if tb.frames:
                 out.append(E.Traceback(source=self.source, line=tb.start, text=tb.text, rank=rank,
                                        exc_type="", message="(traceback cut off: no exception line)",
-                                       start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame))
+                                       start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame,
+                                       user_frame=tb.user_frame, call=tb.call))
         self._tb.clear()
         return out
+
+    # ------------------------------------------------------------------ the end of the file
+    def _keep_block(self, first: int, text: str) -> None:
+        tail = self._end_blocks
+        tail.append((first, text))
+        self._end_chars += len(text)
+        cap = TAIL_CHARS_MULTI if len(self._ranks) >= 2 else TAIL_CHARS
+        while self._end_chars - len(tail[0][1]) >= cap and len(tail) > 1:
+            self._end_chars -= len(tail.pop(0)[1])
+
+    def _keep_line(self, lineno: int, text: str) -> None:
+        """Line mode: consecutive lines gathered into blocks for the tail."""
+        cur = self._end_line
+        if cur is None or cur[0] + len(cur[1]) != lineno or len(cur[1]) >= 512:
+            if cur is not None:
+                self._keep_block(cur[0], "\n".join(cur[1]))
+            cur = self._end_line = (lineno, [])
+        cur[1].append(text)
+
+    def tail(self) -> list[E.Event]:
+        """Where the output stops (analyze, after :meth:`finish`): the last line and the last
+        progress line, per rank where the file interleaves ranks (:mod:`.tail`).  Not a line's
+        meaning but the model's input: ``parse`` (``keep_text``) keeps no tail."""
+        if self._end_line is not None:
+            self._keep_block(self._end_line[0], "\n".join(self._end_line[1]))
+            self._end_line = None
+        blocks = self._end_blocks
+        if not blocks:
+            return []
+        self._end_blocks, self._end_chars = [], 0  # watch calls finish() again after more lines
+        if len(self._ranks) >= 2 or self._mixed(blocks):
+            last, prog = per_rank(blocks)
+            found = [(f, E.LastLine) for f in last.values()] + [(f, E.Progress) for f in prog.values()]
+        else:
+            one, p = last_line(blocks), last_progress(blocks)
+            found = ([(one, E.LastLine)] if one else []) + ([(p, E.Progress)] if p else [])
+        out: list[E.Event] = []
+        for f, cls in sorted(found, key=lambda t: t[0].line):
+            rec = peel(f.text)[0]
+            fields: dict[str, Any] = {}
+            if f.progress is not None:
+                fields = {"step": f.progress.step, "total": f.progress.total, "elapsed_s": f.progress.elapsed_s,
+                          "unit": f.progress.unit}
+            out.append(self._make(cls, rec, f.line, f.text, fields))
+        return out
+
+    @staticmethod
+    def _mixed(blocks: list[tuple[int, str]]) -> bool:
+        """Whether the end of the file shows lines of two ranks (launcher prefixes)."""
+        seen = set()
+        text = blocks[-1][1]
+        for line in text[-16384:].split("\n"):
+            r = rank_of(line)
+            if r is not None:
+                seen.add(r)
+                if len(seen) > 1:
+                    return True
+        return False
 
     # ------------------------------------------------------------------ NCCL lines
     def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:
@@ -547,6 +633,9 @@ class FileParser:
                     tb = self._tb[rec.rank] = _Tb(start=lineno, text=text)
                 tb.frames += 1
                 tb.last_frame = body.strip()
+                uf = _user_frame(body)
+                if uf is not None:
+                    tb.user_frame = uf
                 return self._sync_or_text(rec, lineno, text, fm.group(1) if fm else "", body)
         elif tb is not None and text[:1].isspace() and not _EXC.match(body):
             return self._sync_or_text(rec, lineno, text, body, body)
@@ -567,7 +656,8 @@ class FileParser:
                 exc_type, message = getattr(ev, "exc_type", None) or ev.kind, body.strip()
             out.append(E.Traceback(source=self.source, line=lineno, text=text, rank=rec.rank, ts=rec.ts,
                                    exc_type=exc_type or "", message=message, start_line=tb.start,
-                                   frames=tb.frames, last_frame=tb.last_frame))
+                                   frames=tb.frames, last_frame=tb.last_frame, user_frame=tb.user_frame,
+                                   call=tb.call))
             del self._tb[rec.rank]
             if exc is not None:
                 return None  # the traceback event carries the exception line
@@ -581,6 +671,9 @@ class FileParser:
         m = _SYNC.search(where)
         if m is None:
             return self._make(E.Text, rec, lineno, text, {})
+        tb = self._tb.get(rec.rank)
+        if tb is not None:
+            tb.call = m.group(1)  # the innermost one wins
         return self._make(E.SyncCall, rec, lineno, text, {"call": m.group(1), "code": code.strip()})
 
     def _anchored(self, rec: Record, body: str, lineno: int, text: str) -> E.Event | None:
@@ -622,6 +715,8 @@ class FileParser:
 
     # ------------------------------------------------------------------ construction
     def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict[str, Any]) -> E.Event:
+        if rec.rank is not None and len(self._ranks) < 2:
+            self._ranks.add(rec.rank)
         if rec.pg is not None and cls in _PG_CLASSES:
             fields.setdefault("pg", rec.pg)
             if rec.pg_rank is not None and "pg_rank" in cls.FIELD_TYPES:

@@ -20,6 +20,7 @@ from .options import (
     rule_options,
     scheduler_option,
     user_errors,
+    write_output,
 )
 
 
@@ -56,14 +57,17 @@ def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_g
     opts: dict[str, object] = {"quiet": True} if quiet and fmt == "terminal" else {}
     if max_chars is not None and fmt in ("markdown", "slack"):
         opts["max_chars"] = max_chars
+    redactor = None
     if redact:
+        from ..report.redact import Redactor, redact_text
         from ..report.redact import redact as redact_report
 
-        report = redact_report(report)
+        report = redact_report(report, redactor := Redactor())
     text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty(), **opts)
+    if redactor is not None:
+        text = redact_text(text, redactor)
     if output:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_output(output, text)
     else:
         click.echo(text, nl=not text.endswith("\n"))
     allow_fast_exit()  # everything is written: no need to free the model object by object

@@ -7,7 +7,7 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import engine_options, no_color_option, options_for, user_errors
+from .options import engine_options, no_color_option, options_for, redact_option, user_errors
 
 
 @main.command()
@@ -18,10 +18,11 @@ from .options import engine_options, no_color_option, options_for, user_errors
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
               help="Extra rule folder (repeatable), used with the shipped pack.")
 @engine_options
+@redact_option
 @no_color_option
 @guard
 def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bool, jobs: int | None,
-         no_color: bool) -> None:
+         redact: bool, no_color: bool) -> None:
     """What changed between a GOOD and a BAD run (files or folders), most suspicious first.
 
     Versions, NCCL_* settings as NCCL echoed them, bootstrap interface and network,
@@ -38,6 +39,13 @@ def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bo
     for side, run in (("good", result.good), ("bad", result.bad)):
         if not run.files_read:
             raise UserError(f"nothing could be read in the {side} run {run.path!r}")
+    redactor = None
+    if redact:  # one table for both runs: a host keeps its placeholder on both sides
+        from ..report.redact import Redactor, redact_diff, redact_text
+
+        result = redact_diff(result, redactor := Redactor())
     text = render(result, fmt, color=not no_color and sys.stdout.isatty())
+    if redactor is not None:
+        text = redact_text(text, redactor)
     click.echo(text, nl=not text.endswith("\n"))
     sys.exit(EXIT_FINDINGS if result.changes else EXIT_OK)

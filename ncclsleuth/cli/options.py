@@ -96,6 +96,17 @@ def load_rules(rule_dirs: Sequence[str] = (), keep_going: bool = False, default_
         return api.load_rules(options_for(rule_dirs, keep_going, default_rules=default_rules))
 
 
+def write_output(path: str, text: str) -> None:
+    """Write a report to ``path`` atomically (the old file stays whole on a full disk or a
+    kill); a failure is one line and exit 2."""
+    from ..util.atomic import write_file
+
+    try:
+        write_file(path, text)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def echo_notices(notices: Sequence[dict[str, str]]) -> None:
     for n in notices:
         click.echo(f"ncclsleuth: {n['path']}: {n['message']}", err=True)

@@ -16,6 +16,7 @@ from .options import (
     require_read,
     rule_options,
     user_errors,
+    write_output,
 )
 
 
@@ -44,16 +45,20 @@ def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, reda
                                                       with_figures=True))
     require_read(report.files_read, report.notices)
     echo_notices(report.notices)
+    redactor = None
     if redact:
+        from ..report.redact import Redactor, redact_text
         from ..report.redact import redact as do_redact
 
-        report = do_redact(report)  # the figures too, with the same placeholders
+        report = do_redact(report, redactor := Redactor())  # the figures too, with the same placeholders
     if fmt == "markdown":
         text = render("markdown", report, postmortem=True, figures=report.figures)
     else:
         text = render("html", report, figures=report.figures)
+    if redactor is not None:
+        text = redact_text(text, redactor)
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        write_output(output, text)
         click.echo(f"ncclsleuth: wrote {output}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))

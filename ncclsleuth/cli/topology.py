@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from . import guard, main
+from . import UserError, guard, main
 from .options import engine_options, options_for, require_read
 
 
@@ -25,5 +25,11 @@ def topology(paths: tuple[str, ...], export_to: str | None, fmt: str, no_cache: 
     tops = analyze_topology(built.model)
     click.echo(render(tops, fmt))
     if export_to and tops:
-        export(tops[0], export_to)
+        from ..util.atomic import atomic_path
+
+        try:
+            with atomic_path(export_to) as tmp:  # the old graph stays whole on a full disk or a kill
+                export(tops[0], tmp)
+        except OSError as exc:
+            raise UserError(f"cannot write {export_to}: {exc.strerror or exc}") from None
         click.echo(f"graph of {tops[0].comm} written to {export_to}", err=True)

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import load_rules, no_color_option, rule_options
+from .options import load_rules, no_color_option, redact_option, rule_options
 
 _SEV = {"info": 0, "warning": 1, "error": 2}
 
@@ -22,6 +23,41 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         return parse_duration(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+class _Shown:
+    """What watch prints, redacted with one table for the whole watch when ``--redact`` asks
+    (placeholders stay stable as new findings and hosts appear)."""
+
+    def __init__(self, redact: bool) -> None:
+        from ..report.redact import Redactor
+
+        self.r = Redactor() if redact else None
+
+    def finding(self, fd: Any) -> Any:
+        from ..report.redact import redact_finding
+
+        return fd if self.r is None else redact_finding(fd, self.r)
+
+    def report(self, rep: Any) -> Any:
+        from ..report.redact import redact
+
+        return rep if self.r is None else redact(rep, self.r)
+
+    def text(self, text: str) -> str:
+        from ..report.redact import redact_text
+
+        return text if self.r is None else redact_text(text, self.r)
+
+    def view(self, w: Any) -> Any:
+        """The live view (its state and findings redacted before rich lays them out)."""
+        if self.r is None:
+            return w.renderable()
+        from ..renderers.live import render_status
+        from ..report.redact import redact_plain
+
+        return render_status(redact_plain(w.status(), self.r), [self.finding(f) for f in w.findings],
+                             [self.r.sub(p) for p in w.paths], w.silence)
 
 
 @main.command()
@@ -42,10 +78,11 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
               help="Stop with exit code 1 at the first finding of this severity or above.")
 @click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
 @rule_options
+@redact_option
 @no_color_option
 @guard
 def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, fmt: str, exit_on: str,
-          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, no_color: bool) -> None:
+          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, redact: bool, no_color: bool) -> None:
     """Follow the logs of a starting job (files or folders) and diagnose as lines arrive.
 
     New files in the folders are picked up as ranks start; only appended bytes are read;
@@ -62,13 +99,14 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     out = sys.stdout
     color = not no_color and sys.stdout.isatty()
     t0 = time.time()
+    shown = _Shown(redact)
 
     def emit_jsonl(fd: Finding) -> None:
-        out.write(finding_jsonl(fd, time.time() - t0))
+        out.write(shown.text(finding_jsonl(shown.finding(fd), time.time() - t0)))
         out.flush()
 
     def emit_plain(fd: Finding) -> None:
-        out.write(finding_line(fd))
+        out.write(shown.text(finding_line(shown.finding(fd))))
         out.flush()
 
     live_tty = fmt == "live" and sys.stdout.isatty() and not once
@@ -79,13 +117,13 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     def final(code_from_findings: bool = True) -> None:
         rep = w.current_report()
         if fmt in ("terminal", "json", "markdown") or (fmt == "live" and once):
-            text = render("terminal" if fmt == "live" else fmt, rep, color=color)
+            text = shown.text(render("terminal" if fmt == "live" else fmt, shown.report(rep), color=color))
             click.echo(text, nl=not text.endswith("\n"))
         elif fmt == "jsonl" and once:
             for fd in rep.findings:
                 emit_jsonl(fd)
         elif fmt == "live":
-            click.echo(verdict_line(rep))
+            click.echo(shown.text(verdict_line(shown.report(rep))))
         bad = any(_SEV.get(f.severity, 0) >= 1 for f in rep.findings)
         sys.exit(EXIT_FINDINGS if code_from_findings and bad else EXIT_OK)
 
@@ -104,14 +142,14 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
         from rich.console import Console
         from rich.live import Live
 
-        live = Live(w.renderable(), console=Console(no_color=no_color), refresh_per_second=4, transient=False)
+        live = Live(shown.view(w), console=Console(no_color=no_color), refresh_per_second=4, transient=False)
         live.start()
     try:
         while True:
             started = time.monotonic()
             new = w.poll()
             if live is not None:
-                live.update(w.renderable())
+                live.update(shown.view(w))
             if threshold is not None and any(_SEV.get(fd.severity, 0) >= threshold for fd in new):
                 stop_code = EXIT_FINDINGS
                 break

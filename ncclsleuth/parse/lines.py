@@ -51,6 +51,27 @@ _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_ev
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 
 
+def _record_texts(text: str, records: list[Record]) -> list[str]:
+    """The part of a line each of its glued records was read from (its evidence text).
+
+    Each event keeps its own part, not the whole line: 20,000 records glued onto one 1 MB
+    line would otherwise carry 20,000 copies of it into every rule and the report.  Bodies
+    are found left to right from where the previous one ended (linear); a body that was
+    rewritten (a Markdown link) is its own text.
+    """
+    out: list[str] = []
+    pos = 0
+    for i, rec in enumerate(records):
+        at = text.find(rec.body, pos) if rec.body else -1
+        if at < 0:
+            out.append(rec.body)
+            continue
+        end = len(text) if i == len(records) - 1 else at + len(rec.body)
+        out.append(text[pos:end].strip())
+        pos = end
+    return out
+
+
 @dataclass
 class _Tb:
     start: int
@@ -234,12 +255,14 @@ class FileParser:
         if text.lstrip().startswith("#"):
             self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
-        for rec in peel(text):
+        records = peel(text)
+        texts = _record_texts(text, records) if len(records) > 1 else (text,)
+        for rec, own in zip(records, texts):
             self.stats.records += 1
             if rec.family == "nccl":
-                ev = self._nccl(rec, lineno, text)
+                ev = self._nccl(rec, lineno, own)
             else:
-                ev = self._other(rec, lineno, text, out)
+                ev = self._other(rec, lineno, own, out)
             if ev is not None and (self.keep_text or ev.kind != "text"):
                 out.append(ev)
                 k = ev.kind

@@ -55,8 +55,11 @@ class Options:
     #: the shape cache and the templates on disk (results are identical without)
     cache: bool = True
     #: use (and save) the process's shape cache; False: a fresh one for this call, not saved
-    #: (analyses running in threads at once: ``serve``)
+    #: (analyses running in threads at once)
     shared_cache: bool = True
+    #: with ``shared_cache=False``: this shape cache instead of a fresh one, not saved either
+    #: (``serve``: loaded once at start, inherited by its worker processes)
+    shapes: ShapeCache | None = field(default=None, repr=False)
     #: rules already loaded; None: load the shipped pack (``default_rules``) and ``rule_dirs``
     rules: Sequence[Rule] | None = None
     #: extra rule folders
@@ -181,7 +184,7 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
         meanwhile = None
     else:
         notices = list(found.notices)
-        shapes = None if options.shared_cache else ShapeCache(enabled=cache)
+        shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)
         results = (parse_one(f, cache, shapes) for f in found.files)
     if meanwhile is not None:
         meanwhile()

@@ -83,7 +83,21 @@ def looks_binary(head: bytes) -> str | None:
     ctrl = len(head.translate(None, _NOT_CTRL)) - nul
     if ctrl > len(head) // 10:
         return "binary file"
+    # neither UTF-8 nor mostly ASCII (random bytes, an unknown compression, encrypted data): a
+    # Latin-1 log has a few accented letters, random bytes make ~45% replacement characters
+    if max(head) >= 0x80:
+        text = head.decode("utf-8", "replace")
+        if text.count("\ufffd") > len(text) * 0.3:
+            return "binary file"
     return None
+
+
+def text_kind(head: bytes) -> str | None:
+    """Why bytes that start with ``head`` are not a text log, else None: what the readers
+    sniff (UTF-16 with or without a byte-order mark is text)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_le_no_bom(head):
+        return None
+    return looks_binary(head)
 
 
 class _RawAdapter(io.RawIOBase):

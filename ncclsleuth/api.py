@@ -18,6 +18,7 @@ top the front ends (``live``, ``serve``, ``ruletests``, ``cli``).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,6 @@ from .ingest.sources import Discovery, EngineError, InputFile, Notice, discover
 from .model.build import parse_one, worker_cache
 from .model.job import JobModel
 from .model.merge import merge
-from .parallel.local import default_jobs, parallel_results, worth_parallel
 from .parse.grammar import ShapeCache
 from .util.gcpause import paused
 
@@ -134,6 +134,18 @@ def _engine(sources: Sequence[Source], options: Options) -> Any:
         raise EngineError(str(exc)) from None
 
 
+def default_jobs() -> int:
+    """``--jobs`` by default: the machine's cores."""
+    return max(1, os.cpu_count() or 1)
+
+
+def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
+    """Workers for several files (imported only then: a paste or one log never loads them)."""
+    from .parallel.local import worth_parallel
+
+    return worth_parallel(files, jobs)
+
+
 def _discover(sources: Sequence[Source]) -> Discovery:
     """Paths expanded by :func:`discover` (consecutive paths together), input objects as given."""
     found = Discovery()
@@ -178,14 +190,17 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
     notices: list[Notice] = []
     if engine is not None:
         source = results = engine([str(s) for s in sources], cache)
-    elif worth_parallel((found := _discover(sources)).files, jobs):
-        notices = list(found.notices)
-        results = source = parallel_results(found.files, jobs, cache, meanwhile)  # closed below: stops the pool
-        meanwhile = None
     else:
+        found = _discover(sources)
         notices = list(found.notices)
-        shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)
-        results = (parse_one(f, cache, shapes) for f in found.files)
+        if jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
+            from .parallel.local import parallel_results
+
+            results = source = parallel_results(found.files, jobs, cache, meanwhile)  # closed below: stops the pool
+            meanwhile = None
+        else:
+            shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)
+            results = (parse_one(f, cache, shapes) for f in found.files)
     if meanwhile is not None:
         meanwhile()
     try:
@@ -280,7 +295,7 @@ def memory_sources(files: Mapping[str, str | bytes] | str | bytes, dedent: bool 
     """In-memory inputs (a request body, a rule test's snippets): name -> text, or one text."""
     import textwrap
 
-    from .ingest.sources import MemoryInput
+    from .ingest.memory import MemoryInput
 
     named = files if isinstance(files, Mapping) else {"snippet.log": files}
     out: list[InputFile] = []

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ncclsleuth.ingest.blocks import BlockReader
-from ncclsleuth.ingest.sources import MemoryInput
+from ncclsleuth.ingest.memory import MemoryInput
 from ncclsleuth.parse import anchors as A
 from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser

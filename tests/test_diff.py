@@ -77,3 +77,12 @@ def test_socket_fallback_points_at_network_and_bandwidth_is_compared():
     assert not any(c.key.startswith("init time") for c in ch)  # 5 % slower: noise, not a change
     d = type("D", (), {"good": good, "bad": bad, "changes": ch})()
     assert "| 1 | network |" in render_markdown(d) and "Socket on d" in render_terminal(d)
+
+
+def test_diff_takes_jobs_and_gives_the_same_answer(monkeypatch):
+    import ncclsleuth.parallel.local as local
+
+    monkeypatch.setattr(local, "PARALLEL_MIN_BYTES", 0)  # really fork workers on these small runs
+    one = CliRunner().invoke(main, ["diff", GOOD, BAD, "--format", "json", "--jobs", "1"])
+    two = CliRunner().invoke(main, ["diff", GOOD, BAD, "--format", "json", "--jobs", "2"])
+    assert one.exit_code == two.exit_code == 1 and one.output == two.output

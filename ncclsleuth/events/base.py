@@ -119,6 +119,11 @@ class Event(metaclass=_EventMeta):
     rank: int | None = None
     ts: str | None = None
     level: str | None = None
+    #: an NCCL WARN message this line carries without NCCL's own ``NCCL WARN`` prefix, as
+    #: ``ncclGetLastError()`` returns it: quoted by the layer above (PyTorch's ``Last error:``
+    #: line, XLA's ``Last NCCL warning(error) log entry``) or pasted without the word NCCL.
+    #: The knowledge base identifies it as the NCCL message it is; the line stays the evidence.
+    inner: str | None = None
 
     def __repr__(self) -> str:
         """As a dataclass repr."""

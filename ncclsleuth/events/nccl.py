@@ -38,6 +38,19 @@ class NetIbNone(Event):
     plugin: str | None = None
 
 
+@ev("net_gdr")
+class NetGdr(Event):
+    """Whether GPUDirect RDMA is used: for a NIC (``scope`` "hca": the net plugin reports it
+    cannot register GPU memory, i.e. no nvidia-peermem/nv_peer_mem module and no DMA-BUF) or
+    for one GPU-NIC pair (``scope`` "path": their PCI distance against NCCL_NET_GDR_LEVEL)."""
+
+    enabled: bool = False
+    net: str | None = None  # NET/IB, NET/Socket, ... (None: 2.21+ path lines carry no net)
+    scope: str = ""  # hca | path
+    hca: str | None = None
+    detail: str = ""  # what follows "for": the GPU, the HCA, the distance, "(no module)"
+
+
 @ev("net_socket_ifaces")
 class NetSocketIfaces(Event):
     ifaces: tuple[Iface, ...] = ()
@@ -166,14 +179,14 @@ def via_fields(via: str) -> dict[str, Any]:
             nic = parts[2]
             if "(" in nic:
                 nic, proxy = nic.split("(", 1)
-                f["proxy_rank"] = _maybe_int(proxy.rstrip(")"))
-            f["nic"] = _maybe_int(nic)
+                f["proxy_rank"] = as_int(proxy.rstrip(")"))
+            f["nic"] = as_int(nic)
         f["gdr"] = "GDRDMA" in v
     return f
 
 
-def _maybe_int(s: str) -> int | None:
-    """An integer (decimal, else hex), None when it is neither: as the builder converts."""
+def as_int(s: str) -> int | None:
+    """An integer (decimal, else hex), None when it is neither (how the builder converts numbers)."""
     try:
         return int(s)
     except ValueError:
@@ -383,5 +396,6 @@ class RasPeer(Event):
 
     @property
     def is_problem(self) -> bool:
-        """A dead peer or an expired keep-alive is a problem; a warning is not (yet)."""
-        return self.what == "dead" or self.what.endswith("_error")
+        """A dead peer or an expired keep-alive is a problem; a warning is not (yet).  A RAS line
+        at a problem level (a WARN) is one whatever its fields say."""
+        return self.what == "dead" or self.what.endswith("_error") or Event.is_problem.fget(self)  # type: ignore[attr-defined]

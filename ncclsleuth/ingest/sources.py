@@ -1,4 +1,4 @@
-"""Sources: what the user pointed at (files, folders, ``-``, in-memory bytes) as the list of
+"""Sources: what the user pointed at (files, folders, ``-``) as the list of
 inputs to read, and the :class:`Notice` each input problem becomes.
 
 Logs are the debris of a crash.  This stage never raises on bad input; it records a
@@ -6,12 +6,10 @@ notice (file + what was done) and moves on.
 """
 from __future__ import annotations
 
-import io
 import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 #: files skipped by their name: not text logs (checkpoints, archives, images, ...)
 SKIP_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".pdf", ".pt", ".pth", ".ckpt", ".safetensors", ".so",
@@ -47,17 +45,6 @@ class InputFile:
     @property
     def display(self) -> str:
         return "<stdin>" if self.path == "-" else self.path
-
-
-@dataclass(frozen=True)
-class MemoryInput(InputFile):
-    """Bytes held in memory (an HTTP request body, a rule test's snippet), read as a file of
-    that name would be: the block reader, the same repairs, the same notices."""
-
-    data: bytes = field(default=b"", repr=False, compare=False)
-
-    def open(self) -> BinaryIO:
-        return io.BytesIO(self.data)
 
 
 @dataclass

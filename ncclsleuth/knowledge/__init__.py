@@ -25,7 +25,7 @@ from .identify import TORCH_FORMATS, Identifier, Known, literal_parts, torch_for
 from .schema import KnowledgeError, validate_file
 
 __all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
-           "identifier", "load", "norm_file"]
+           "explain_warn", "identifier", "load", "norm_file"]
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class KnowledgeBase:
         entry = cands[0]
         if f is not None and len(cands) > 1:
             entry = next((e for e in cands if f in e["_files"]), next((e for e in cands if not e["_files"]), entry))
-        fields = {k: entry.get(k) for k in ("role", "category", "severity", "meaning", "fix")}
+        fields: dict[str, Any] = {k: entry.get(k) for k in ("role", "category", "severity", "meaning", "fix")}
         for variant in entry.get("context") or ():
             if self._holds(variant.get("when") or {}, f, message, phase):
                 fields.update({k: variant[k] for k in fields if k in variant})
@@ -242,7 +242,16 @@ def identifier(folder: str | None = None) -> Identifier:
 
 def explain(text: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
     """What a problem line means: the message identified, and its meaning in this context."""
-    known = identifier(folder).identify(text)
+    return _meaning(identifier(folder).identify(text), phase, folder)
+
+
+def explain_warn(message: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:
+    """What an NCCL WARN message quoted without its prefix means (``Event.inner``: PyTorch's
+    ``Last error:``, XLA's ``Last NCCL warning``, a line pasted without the word NCCL)."""
+    return _meaning(identifier(folder).identify_warn(message), phase, folder)
+
+
+def _meaning(known: Known | None, phase: str | None, folder: str | None) -> tuple[Known, Meaning] | None:
     if known is None:
         return None
     meaning = load(folder).lookup(known.id, file=known.file, message=known.message, phase=phase)

@@ -124,16 +124,20 @@ class Identifier:
     def identify(self, text: str) -> Known | None:
         warn = nccl_warn(text)
         if warn is not None:
-            from ..parse import catalog  # only for logs with NCCL WARN lines: ~2,900 formats to index
-
-            file, msg = warn
-            fmt = catalog.lookup(msg, "WARN")
-            if fmt is not None:
-                return Known("nccl", fmt.id, file, msg)
-            hit = self._find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
-            return Known(hit[0], hit[1], file, msg) if hit else None
+            return self.identify_warn(warn[1], warn[0])
         hit = self._find(text)
         return Known(hit[0], hit[1], None, text.strip()) if hit else None
+
+    def identify_warn(self, msg: str, file: str | None = None) -> Known | None:
+        """The message of an NCCL WARN (the text after ``NCCL WARN``, or NCCL's last WARN as a
+        layer above quotes it, without a file)."""
+        from ..parse import catalog  # only for logs with NCCL WARN lines: ~2,900 formats to index
+
+        fmt = catalog.lookup(msg, "WARN")
+        if fmt is not None:
+            return Known("nccl", fmt.id, file, msg)
+        hit = self._find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
+        return Known(hit[0], hit[1], file, msg) if hit else None
 
     def _find(self, text: str) -> tuple[str, str] | None:
         # keyed by the text itself, digits and all: an Xid 43 is not an Xid 45, RoCE v1 not v2

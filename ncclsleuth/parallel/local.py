@@ -23,10 +23,6 @@ PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 Result = tuple[JobModel, list[Notice], int]
 
 
-def default_jobs() -> int:
-    return max(1, os.cpu_count() or 1)
-
-
 def worth_parallel(files: list[InputFile], jobs: int) -> bool:
     """Processes pay off only for several files and enough bytes, where fork exists."""
     if jobs <= 1 or len(files) < 2 or not available():

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events as E
-from ..events.nccl import via_fields
+from ..events.nccl import as_int, via_fields
 
 Fields = dict[str, Any]
 
@@ -169,15 +169,7 @@ def _tree_spec(spec: str) -> tuple[tuple[int, ...], int, int]:
 
 
 def _int(s: str | None) -> int | None:
-    if s is None:
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        try:
-            return int(s, 16)
-        except ValueError:
-            return None
+    return None if s is None else as_int(s)
 
 
 def _float(s: str) -> float | None:
@@ -495,6 +487,20 @@ def _b_net_plugin(f: Fields) -> None:
         f["name"] = f.pop("name_rest")
 
 
+_GDR_HCA_NAME = re.compile(r"HCA (?:\d+ )?'([^']+)'|HCA ([A-Za-z]\w+)")
+
+
+def _b_net_gdr(f: Fields) -> None:
+    target = str(f.pop("gdr_target", "")).strip()
+    f["enabled"] = str(f.pop("gdr_state", "")).lower() == "enabled"
+    net = f.pop("_netib", None) or f.pop("_netsocket", None)
+    f["net"] = str(net) if net else None
+    f["scope"] = "path" if "distance" in target else "hca"
+    m = _GDR_HCA_NAME.search(target)
+    f["hca"] = (m.group(1) or m.group(2)) if m else None
+    f["detail"] = target
+
+
 def _b_net_selected(f: Fields) -> None:
     f["network"] = f.get("network", "").strip()
 
@@ -559,6 +565,7 @@ _FIXERS: dict[str, Callable[[Fields], Any]] = {
     "trees": _b_trees,
     "net_plugin": _b_net_plugin,
     "net_selected": _b_net_selected,
+    "net_gdr": _b_net_gdr,
     "duplicate_gpu": _b_duplicate_gpu,
     "nccl_abort": _b_nccl_abort,
     "ras_peer": _b_ras_peer,

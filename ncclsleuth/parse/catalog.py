@@ -11,6 +11,7 @@ results are cached per message shape by the caller.
 from __future__ import annotations
 
 import csv
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,8 +52,15 @@ def _to_regex(fmt: str) -> str | None:
     for m in _CONV.finditer(fmt):
         lit = fmt[pos:m.start()]
         literal += len(lit.strip())
-        out.append(re.escape(_squash(lit)))
+        sq = _squash(lit)
         conv = m.group(1)
+        if conv in "sm" and m.group(0) != "%%" and sq.endswith(" "):
+            # a string printed empty ("connecting to address  with family": an all-zero
+            # address) leaves one space once whitespace is collapsed: the value owns its space
+            out.append(re.escape(sq[:-1]) + "(?: .*?)?")
+            pos = m.end()
+            continue
+        out.append(re.escape(sq))
         if m.group(0) == "%%":
             out.append("%")
         elif conv in "diu":
@@ -108,7 +116,7 @@ def _index() -> tuple[dict[str, list[_Entry]], list[_Entry]]:
     """
     from ..util.cache import derived
 
-    table = derived("catalog", [str(_DATA)], _table)
+    table = derived("catalog", [str(_DATA), os.path.abspath(__file__)], _table)  # this file: _to_regex
     fmts = {f.id: f for f in _rows()}
     buckets = {first: [[rx, None, fmts[key]] for key, rx in rows] for first, rows in table[0].items()}
     loose = [[rx, None, fmts[key]] for key, rx in table[1]]

@@ -47,12 +47,13 @@ _WRAP = re.compile(
     r"(?:"
     r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
     r"|\((?P<ray>\w+)(?: pid=\d+)?(?:, ip=[\w.:]+)?\) ?"                # Ray actor
-    r"|\[(?:default|rank|trainer|worker|RANK |Rank )(?P<lr>\d+)\]:? ?"  # torchrun / apps
+    r"|\[(?:default|rank|trainer|worker|RANK |Rank )(?P<lr>\d+)(?:\|\d+)?\]:? ?"  # torchrun, apps, [trainer0|0]:
     r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
     r"|\[c10d\] ?"
     r"|\[repeated \d+x across cluster\] ?"
     r"|(?P<slurm>\d{1,6}): (?=\S)"                                       # srun --label
     r"|>+ ?"                                                             # Markdown quote
+    r"|E {3,}(?=\S)"                                                     # pytest's failure lines
     r"|`+"                                                               # backticks
     r"|\*\*"
     r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?):? "
@@ -78,7 +79,7 @@ _RAY_SUFFIX = " [repeated "
 _MD_LINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://[^)\s]*\)")
 _RICH_SRC = re.compile(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
 _MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
-_OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )")
+_OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )|^WARN (?=\S)")
 _FILE_LINE = re.compile(r"[\w./+-]+:\d+")
 
 
@@ -316,9 +317,13 @@ def _nccl_record(s: str, pos: int, end: int, k: int, lvl: str, meta: dict[str, o
 
 
 def _old_record(s: str, m: re.Match[str], meta: dict[str, object]) -> Record:
-    """Pre-2.4 lines without the word NCCL: ``[0] INFO NET : ...``, ``include/socket.h:360 WARN ...``."""
+    """Lines without the word NCCL: pre-2.4 ``[0] INFO NET : ...``, ``include/socket.h:360 WARN ...``,
+    and a bare ``WARN NET/IB : ...`` whose poster cut the prefix up to the level."""
     if m.group(1) is not None:
         lvl, dev, where = m.group(2), int(m.group(1)), None
+    elif m.group(5) is None:  # a bare "WARN NET/IB : ..." (the poster cut the prefix with the word NCCL)
+        return Record(s[m.end():].rstrip(), "nccl", "WARN", None, None, None, None, meta.get("rank"),  # type: ignore[arg-type]
+                      meta.get("ts"), None, meta.get("pg"))  # type: ignore[arg-type]
     else:
         lvl, dev, where = "WARN", None, f"{m.group(3)}:{m.group(4)}"
     f, _ = _prefix_fields(s[: m.start() + (1 if s[m.start()] == " " else 0)])

@@ -1,8 +1,10 @@
 """Lines -> typed events: envelope, anchor, grammar (through the shape cache), builder.
 
 One :class:`FileParser` per input stream.  It is stateful only where a meaning spans
-lines: a Python traceback becomes one event at its exception line, and torchrun's
-ChildFailedError block gives its ``key : value`` lines their meaning.
+lines: a Python traceback becomes one event at its exception line, torchrun's
+ChildFailedError block gives its ``key : value`` lines their meaning, the line after
+PyTorch's ``Last error:`` is NCCL's last WARN, and a message hard-wrapped onto indented
+continuation lines is joined.
 
 Cheap filters first: an NCCL line is found with ``str.find``; any other line costs
 one anchor regex search, and only lines with an anchor reach the grammar.
@@ -49,6 +51,20 @@ _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
+#: PyTorch's NCCL error text ends with ``"\nLast error:\n" + ncclGetLastError()`` (NCCLUtils
+#: getNcclErrorDetailStr, torch 1.13..2.15): the text of NCCL's last WARN, without its prefix
+_LAST_ERROR = "Last error:"
+_NO_LAST_ERROR = "Unknown NCCL Error"
+#: XLA quotes ncclGetLastError() too (jax-cuda12-pjrt 0.12: nccl_collectives.cc "NCCL operation %s
+#: failed: %s. Last NCCL warning(error) log entry (may be unrelated) '%s'.", nccl_communicator.cc
+#: "%s. Last NCCL error (maybe unrelated): %s"): (marker, what ends the quote)
+_XLA_QUOTES = (("Last NCCL warning(error) log entry (may be unrelated) '", "'"),
+               ("Last NCCL error (maybe unrelated): ", ""))
+#: what cannot be NCCL's last WARN on the line after "Last error:" (it was empty: a new block starts)
+_NOT_A_WARN = ("Exception raised from", "Traceback", "File ", "frame #", "terminate called", "[rank", "#")
+#: continuation lines a hard-wrapped message may be joined with (a watchdog message broken
+#: after "timeout:" and after its WorkNCCL(...) is three lines)
+MAX_JOINS = 3
 
 
 def _record_texts(text: str, records: list[Record]) -> list[str]:
@@ -78,6 +94,18 @@ class _Tb:
     frames: int = 0
     last_frame: str | None = None
     text: str = ""
+
+
+@dataclass
+class _Held:
+    """A message whose line ends where more must follow (``...timeout:``), held until the next
+    line says whether it continues there (indented) or not."""
+
+    lineno: int
+    text: str
+    rec: Record
+    events: list[E.Event]
+    joins: int = 0
 
 
 @dataclass
@@ -119,6 +147,9 @@ class FileParser:
         self._tb: dict[int | None, _Tb] = {}
         self._in_failure_block = False
         self._failure_block: str | None = None
+        #: ranks whose last line was PyTorch's "Last error:" (the next line is NCCL's last WARN)
+        self._last_error: set[int | None] = set()
+        self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
 
     # ------------------------------------------------------------------ public
@@ -130,8 +161,7 @@ class FileParser:
 
     def parse_line(self, lineno: int, text: str) -> list[E.Event]:
         self.stats.lines += 1
-        if not self.keep_text and not (self._tb or self._in_failure_block or self._tests) \
-                and PREFILTER.search(text) is None:
+        if not self.keep_text and not self._open() and PREFILTER.search(text) is None:
             return []
         return self._line(lineno, text)
 
@@ -153,7 +183,7 @@ class FileParser:
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         while pos <= size:
-            if self._tb or self._in_failure_block or self._tests:  # line by line while a block is open
+            if self._open():  # line by line while a block is open
                 end = text.find("\n", pos)
                 end = size if end < 0 else end
                 put(self._line(n, text[pos:end]))
@@ -172,6 +202,10 @@ class FileParser:
             n, pos = n + 1, end + 1
         put(self._step_lines(first, text))
         return out
+
+    def _open(self) -> bool:
+        """True while a meaning spans lines: every line counts, keyword or not."""
+        return bool(self._tb or self._in_failure_block or self._tests or self._held is not None or self._last_error)
 
     def _deliver(self, events: list[E.Event]) -> None:
         add = self.sink.add  # type: ignore[union-attr]  # only set with a sink
@@ -225,6 +259,15 @@ class FileParser:
         return self._make(cls, rec, lineno, line, fields)
 
     def _line(self, lineno: int, text: str) -> list[E.Event]:
+        held = self._held
+        if held is not None:
+            try:
+                if self._join(held, text):
+                    return []
+            except Exception:  # noqa: BLE001 - a continuation that breaks the parser is a line of its own
+                pass
+            self._held = None
+            return held.events + self._line(lineno, text)
         try:
             if "\r" in text or "\x1b" in text:  # progress redraws and colours (block reader leaves them)
                 out: list[E.Event] = []
@@ -262,12 +305,76 @@ class FileParser:
             if rec.family == "nccl":
                 ev = self._nccl(rec, lineno, own)
             else:
-                ev = self._other(rec, lineno, own, out)
+                rest, ev = self._quoted(rec, lineno, own, out)
+                if rest is not None:
+                    ev = self._other(rest, lineno, own, out)
             if ev is not None and (self.keep_text or ev.kind != "text"):
                 out.append(ev)
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
+        if len(records) == 1 and len(out) == 1 and records[0].family == "other" and self._holds(records[0], out[0]):
+            self._held = _Held(lineno, text, records[0], out)
+            return []
         return out
+
+    # ------------------------------------------------------------------ text inside other text
+    def _quoted(self, rec: Record, lineno: int, text: str, out: list[E.Event]
+                ) -> tuple[Record | None, E.Event | None]:
+        """NCCL's last WARN quoted by the layer above: the line after PyTorch's ``Last error:``,
+        the rest of a line holding it, or XLA's quote.  Returns the record left to parse as
+        usual (None: nothing left) and the event of the quoted message (or None)."""
+        body = rec.body
+        if self._last_error and rec.rank in self._last_error:
+            self._last_error.discard(rec.rank)
+            msg = body.strip()
+            if msg and rec.level is None and not msg.startswith(_NOT_A_WARN):
+                return None, self._inner(rec, lineno, text, msg)
+        k = body.find(_LAST_ERROR)
+        if k >= 0:
+            msg = body[k + len(_LAST_ERROR):].strip()
+            if not msg:
+                self._last_error.add(rec.rank)
+            elif not msg.startswith(_NO_LAST_ERROR):
+                ev = self._inner(rec, lineno, text, msg)
+                if not body[:k].strip():
+                    return None, ev
+                out.append(ev)
+            return (rec._replace(body=body[:k].rstrip()) if body[:k].strip() else None), None
+        if "Last NCCL " in body:
+            for marker, end in _XLA_QUOTES:
+                k = body.find(marker)
+                if k >= 0:
+                    msg = body[k + len(marker):]
+                    cut = msg.rfind(end) if end else -1
+                    msg = (msg[:cut] if cut > 0 else msg).strip()
+                    if msg:
+                        out.append(self._inner(rec, lineno, text, msg))
+                    return rec._replace(body=body[:k].rstrip()), None
+        return rec, None
+
+    def _inner(self, rec: Record, lineno: int, text: str, msg: str) -> E.Event:
+        """The event of an NCCL WARN message quoted on this line (a WARN: a problem line)."""
+        return self._nccl(Record(msg, "nccl", "WARN", rec.host, rec.pid, rec.tid, rec.dev, rec.rank, rec.ts,
+                                 None, rec.pg), lineno, text)
+
+    # ------------------------------------------------------------------ hard-wrapped messages
+    def _holds(self, rec: Record, ev: E.Event) -> bool:
+        """A message whose line ends with ':' or ',' may go on on the next line (hard-wrapped)."""
+        return ev.kind not in ("text", "traceback") and rec.body.rstrip().endswith((":", ",")) \
+            and not self._tb and not self._in_failure_block and not self._tests
+
+    def _join(self, held: _Held, text: str) -> bool:
+        """Join an indented continuation line to the held message when the message parses
+        with it and says more; the event keeps the first line's number and text."""
+        if held.joins >= MAX_JOINS or text[:1] not in (" ", "\t") or not text.strip():
+            return False
+        rec = held.rec._replace(body=f"{held.rec.body.rstrip()} {text.strip()}")
+        ev = self._other(rec, held.lineno, held.text, [])
+        old = held.events[0]
+        if ev is None or type(ev) is not type(old) or _said(ev) <= _said(old):
+            return False
+        held.rec, held.events, held.joins = rec, [ev], held.joins + 1
+        return True
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
         """The event of a templated line (``_FOLDED`` when the connection sink took it)."""
@@ -285,6 +392,10 @@ class FileParser:
 
     def finish(self) -> list[E.Event]:
         out: list[E.Event] = []
+        if self._held is not None:
+            out.extend(self._held.events)
+            self._held = None
+        self._last_error.clear()
         for rank, tb in sorted(self._tb.items(), key=lambda kv: kv[1].start):
             if tb.frames:
                 out.append(E.Traceback(source=self.source, line=tb.start, text=tb.text, rank=rank,
@@ -295,8 +406,11 @@ class FileParser:
 
     # ------------------------------------------------------------------ NCCL lines
     def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:
+        """An NCCL record.  A WARN whose line does not read ``NCCL WARN <message>`` (quoted by
+        the layer above, pasted without the word NCCL) carries its message as ``inner``."""
         self.stats.nccl_records += 1
         body = rec.body
+        inner = body if rec.level == "WARN" and "NCCL WARN" not in text else None
         res = self.cache.parse(body) if body else None
         if res is None and body:
             at = anchor_starts(body)
@@ -305,12 +419,14 @@ class FileParser:
         if res is not None:
             cls, fields = build(res[0], res[1])
             if cls is not E.NcclOther:
+                if inner is not None:
+                    fields["inner"] = inner
                 return self._make(cls, rec, lineno, text, fields)
         cat_id, subsys = self._catalog_of(body, rec.level) if self.use_catalog else (None, None)
         if cat_id is None:
             self.stats.nccl_unknown += 1
         return self._make(E.NcclOther, rec, lineno, text,
-                          {"message": body, "subsys": subsys, "catalog_id": cat_id})
+                          {"message": body, "subsys": subsys, "catalog_id": cat_id, "inner": inner})
 
     def _catalog_of(self, body: str, level: str | None) -> tuple[str | None, str | None]:
         key = re.sub(r"\d+", "#", body)
@@ -345,8 +461,10 @@ class FileParser:
         elif tb is not None and text[:1].isspace() and not _EXC.match(body):
             return self._sync_or_text(rec, lineno, text, body, body)
         ev = self._anchored(rec, body, lineno, text)
-        if ev is None and _EXC.match(body):
-            ev = self._parse_at(rec, body, 0, lineno, text)
+        if (ev is None or not ev.is_problem) and _EXC.match(body):
+            # an exception line is a problem whatever is found inside it (a "NCCL version 2.21.5"
+            # at the end of an NCCL error whose other fields did not parse)
+            ev = self._parse_at(rec, body, 0, lineno, text) or ev
         if tb is not None and ev is not None and not text[:1].isspace() and (
                 isinstance(ev, E.ExceptionLine) or _EXC.match(body.strip()) or getattr(ev, "exc_type", None)):
             exc = ev if isinstance(ev, E.ExceptionLine) else None
@@ -420,3 +538,9 @@ class FileParser:
                 fields.setdefault("pg_rank", rec.pg_rank)
         return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)
+
+
+def _said(ev: E.Event) -> int:
+    """How many of an event's own fields hold a value (a joined message must say more)."""
+    base = E.Event.FIELDS
+    return sum(1 for name in ev.FIELDS if name not in base and getattr(ev, name) not in (None, "", (), 0))

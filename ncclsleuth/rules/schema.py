@@ -248,6 +248,8 @@ def facts_of(cond: dict[str, Any]) -> set[str]:
 EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks"})
 #: what an event item has besides the event's fields (rules/match.py)
 _EVENT_EXTRAS = frozenset({"kind", "message_text"})
+#: event kind -> the fields of its items (made once: every rule load checks the pack's leaves)
+_KIND_FIELDS: dict[str, frozenset[str]] = {}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
 
 
@@ -267,18 +269,21 @@ def _leaf_fields(leaf: dict[str, Any], path: str, where: str) -> set[str]:
     field of every kind or fact the leaf names)."""
     group = "event" if "event" in leaf else "fact"
     names = leaf[group] if isinstance(leaf[group], list) else [leaf[group]]
-    per_name: list[set[str]] = []
+    per_name: list[frozenset[str]] = []
     for n in names:
         if group == "event":
             cls = REGISTRY.get(n)
             if cls is None:
                 raise RuleError(path, f"unknown event kind {n!r}", f"{where}.event")
-            per_name.append(set(cls.FIELDS) | _EVENT_EXTRAS)
+            got = _KIND_FIELDS.get(n)
+            if got is None:
+                got = _KIND_FIELDS[n] = frozenset(cls.FIELDS) | _EVENT_EXTRAS
+            per_name.append(got)
         else:
             spec = SPECS.get(n)
             if spec is None:
                 raise RuleError(path, f"unknown fact {n!r} (known: {', '.join(sorted(SPECS))})", f"{where}.fact")
-            per_name.append(set(spec.fields))
+            per_name.append(spec.fields)
     for key in leaf.get("where", {}):
         head = key.split(".", 1)[0]
         lacking = [n for n, f in zip(names, per_name) if head not in f]
@@ -299,6 +304,9 @@ def check_fields(doc: dict[str, Any], path: str) -> None:
             fields |= got
             if "as" in leaf:
                 named[str(leaf["as"])] = got
+    for key in ("group_by", "category_from", "severity_from"):  # fields of the records of a fact leaf
+        if key in doc and doc[key] not in fields:
+            raise RuleError(path, f"no matched fact has a field {doc[key]!r}", key)
     for key in ("title", "message", "fix"):
         for m in _PLACEHOLDER.finditer(doc[key]):
             a, b = m.group(1), m.group(2)

@@ -100,3 +100,15 @@ def test_html_renders_in_headless_chromium(job64_html: Path, tmp_path: Path) -> 
     assert not bad, bad
     dom = _run_chromium(exe, "--dump-dom", job64_html.as_uri())
     assert "<svg" in dom.stdout and "Init timeline" in dom.stdout and "slowest: rank" in dom.stdout
+
+
+def test_report_takes_jobs_and_writes_the_same_post_mortem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ncclsleuth.parallel.local as local
+
+    monkeypatch.setattr(local, "PARALLEL_MIN_BYTES", 0)  # really fork workers on this 64-file job
+    out = {}
+    for jobs in ("1", "2"):
+        res = CliRunner().invoke(main, ["report", str(JOB64), "--format", "markdown", "--jobs", jobs])
+        assert res.exit_code == 0, res.output
+        out[jobs] = res.output
+    assert out["1"] == out["2"] and "```mermaid" in out["1"]

@@ -36,7 +36,8 @@ ENVELOPE = {
     "ingest._ANSI": (ingest._ANSI, "finditer"),
 }
 # how the parser (parse/lines.py, parse/anchors.py) applies each of its module-level patterns
-_PARSE_MODES = {"_ANCHORS": "finditer", "_CONNECT_ANCHOR": "finditer", "_EXC": "match", "_FKEY": "match", "_ROW": "match", "_FRAME": "match"}
+_PARSE_MODES = {"_ANCHORS": "finditer", "_CONNECT_ANCHOR": "finditer", "_EXC": "match", "_FKEY": "match", "_ROW": "match", "_FRAME": "match",
+               "_DECL": "match", "_RULE": "match"}  # anchors.py reads the grammar with these two
 PARSE = {f"parse.{n}": (o, _PARSE_MODES.get(n, "search")) for mod in (lines, anchors) for n, o in sorted(vars(mod).items())
          if isinstance(o, re.Pattern)}
 PARSE.update({f"parse.anchor when {lit!r}": (rx, "finditer") for lit, rx in anchors.GUARDED_ANCHORS})

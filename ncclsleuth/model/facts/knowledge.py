@@ -2,11 +2,12 @@
 
 ``known_message``: one record per problem line the knowledge base knows (an NCCL WARN by
 its catalog id and printing file, a PyTorch / gloo / plugin / driver message by its
-format), with the meaning in this line's context: its role (cause, symptom, context,
-benign), category, severity, subsystem, what it means, the fix, and the code it was read
-from.  The phase a line belongs to decides some meanings (a refused connection during
-init is a blocked port; after init, a dead peer): a process is in ``runtime`` once one of
-its communicators printed Init COMPLETE on an earlier line of the same file.
+format, an NCCL WARN quoted by the layer above by the id of what it quotes), with the
+meaning in this line's context: its role (cause, symptom, context, benign), category,
+severity, subsystem, what it means, the fix, and the code it was read from.  The phase a
+line belongs to decides some meanings (a refused connection during init is a blocked port;
+after init, a dead peer): a process is in ``runtime`` once one of its communicators printed
+Init COMPLETE on an earlier line of the same file.
 """
 from __future__ import annotations
 
@@ -73,11 +74,16 @@ def known_message(model: JobModel) -> list[KnownMessage]:
     started = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
     out: list[KnownMessage] = []
     for ev in events:
-        hit = knowledge.explain(ev.text, _phase(ev, done, started))
+        phase = _phase(ev, done, started)
+        # an NCCL WARN quoted by the layer above says more than the wrapper's words: its meaning
+        # is reported, with the wrapper's line as the evidence
+        hit = knowledge.explain_warn(ev.inner, phase) if ev.inner else None
+        if hit is None:
+            hit = knowledge.explain(ev.text, phase)
         if hit is None:
             continue
         known, m = hit
-        out.append(_record(ev, known, m, _phase(ev, done, started)))
+        out.append(_record(ev, known, m, phase))
     return out
 
 

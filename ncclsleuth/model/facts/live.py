@@ -6,10 +6,13 @@ They read the watcher's view of the processes (``JobModel.live``, see
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ..job import JobModel
-from ..live import Unit, rank_ranges
 from .base import Record, fact
+
+if TYPE_CHECKING:
+    from ..live import Unit
 
 
 class SilentRanks(Record):
@@ -30,6 +33,7 @@ def silent_ranks(model: JobModel) -> list[SilentRanks]:
     live = model.live
     if live is None:
         return []
+    from ..live import rank_ranges  # watch only: analyze does not import the live view
     units, now = live.units, live.now
     done = [u for u in units.values() if u.past_init]
     if not done:

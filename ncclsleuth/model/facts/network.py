@@ -28,6 +28,13 @@ class SocketFallback(Record):
     ib_disabled: bool
 
 
+class IfnameUnseen(Record):
+    host: str
+    setting: str  # the NCCL_SOCKET_IFNAME value
+    seen: str  # the interfaces the log shows NCCL using ("none")
+    failure: str  # the kind of the first socket/bootstrap failure
+
+
 class NetworkMinority(Record):
     host: str
     network: str
@@ -66,10 +73,29 @@ def _good_alternatives(model: JobModel, host: str | None) -> list[str]:
     return names
 
 
+def single_host(model: JobModel) -> bool:
+    """True when every communicator of the log has all its ranks on one host: a one-node job,
+    whose processes reach each other over any local address (loopback included).  A log of
+    one rank of a bigger job is not one: its communicators have ranks it does not show."""
+    hosts = {p.host for p in model.processes.values() if p.host}
+    comms = [c for c in model.comms.values() if c.ranks]  # a ring line before any comm line has none
+    if len(hosts) != 1 or not comms:
+        return False
+    for comm in comms:
+        states = list(comm.ranks.values())
+        nranks = comm.nranks or max((rs.nranks or 0 for rs in states), default=0)
+        if not nranks or len(comm.ranks) < nranks or any((rs.nnodes or 1) > 1 for rs in states):
+            return False
+    return True
+
+
 @fact(BadInterface)
 def bad_interface(model: JobModel) -> list[BadInterface]:
-    """Processes whose bootstrap/OOB or socket interface is loopback, a bridge or link-local."""
+    """Processes whose bootstrap/OOB or socket interface is loopback, a bridge or link-local,
+    in a job that spans hosts (on one host every local address reaches the other ranks)."""
     out: list[BadInterface] = []
+    if single_host(model):
+        return out
     for p in model.processes.values():
         for where, ifaces, ev in (("bootstrap", p.bootstrap, p.evidence.get("bootstrap_iface")
                                    or p.evidence.get("net_ib_devices")),
@@ -86,6 +112,44 @@ def bad_interface(model: JobModel) -> list[BadInterface]:
                             "alternatives": ",".join(alts) or "the node's routable interface",
                             "suggest": alts[0] if alts else "<routable-iface>",
                             "evidence": [iev]})
+    return out
+
+
+#: the socket and bootstrap failures a missing interface leads to
+_SOCKET_FAILURES = ("socket_error", "bootstrap_error", "no_interface")
+
+
+def _ifname_matches(value: str, names: set[str]) -> bool:
+    """Whether NCCL_SOCKET_IFNAME ``value`` selects one of ``names``, as misc/socket.cc
+    ncclFindInterfaces reads it (misc/utils.cc parseStringList, matchIfList): a comma list of
+    prefixes, each with an optional ``:port``; ``=`` for exact names."""
+    exact = value.startswith("=")
+    prefixes = [p.split(":", 1)[0] for p in value.lstrip("=").split(",")]
+    return any((n == p if exact else n.startswith(p)) for n in names for p in prefixes if p)
+
+
+@fact(IfnameUnseen)
+def ifname_unseen(model: JobModel) -> list[IfnameUnseen]:
+    """NCCL_SOCKET_IFNAME names interfaces none of which the log shows NCCL using, and a
+    socket or bootstrap failure follows: the name matches nothing on the node (ncclFindInterfaces
+    finds no interface, and the bootstrap runs on an address that is not there)."""
+    settings = [ev for ev in model.events.get("env_setting", ()) if getattr(ev, "name", "") == "NCCL_SOCKET_IFNAME"]
+    failures = sorted((ev for k in _SOCKET_FAILURES for ev in model.events.get(k, ()) if ev.is_problem),
+                      key=model.order_key)
+    if not settings or not failures:
+        return []
+    seen = {i.name for p in model.processes.values() for i in (*p.bootstrap, *p.socket_ifaces)}
+    out: list[IfnameUnseen] = []
+    done: set[str] = set()
+    for ev in settings:
+        value = str(getattr(ev, "value", "")).strip()
+        if not value or value in done or value.startswith("^"):  # an exclusion list names what is not used
+            continue
+        done.add(value)
+        if _ifname_matches(value, seen):
+            continue
+        out.append({"host": ev.host or "?", "setting": value, "seen": ", ".join(sorted(seen)) or "none",
+                    "failure": failures[0].kind, "evidence": [ev, failures[0]]})
     return out
 
 
@@ -111,8 +175,17 @@ def socket_fallback(model: JobModel) -> list[SocketFallback]:
 
 
 def _fallback_reasons(p: Process, ib_hosts: set[str | None]) -> tuple[list[str], list[E.Event]]:
+    """Why this process is on sockets and why RDMA should have been there; nothing unless the
+    log shows RDMA was expected: a missing libibverbs (or NET/IB finding no device) alone is
+    what every node without InfiniBand/RoCE prints (2.3..2.10 ibvwrap: the IB transport is
+    simply not loaded), not a fallback."""
     reasons: list[str] = []
     ev: list[E.Event] = []
+    expected = (p.env.get("NCCL_IB_DISABLE", "0") not in ("0", "") or bool(p.env.get("NCCL_IB_HCA"))
+                or bool(p.plugins) or bool(ib_hosts - {p.host}) or bool(p.ib_devices)
+                or any(i.name.startswith("ib") for i in p.socket_ifaces))
+    if not expected:
+        return [], []
     if p.env.get("NCCL_IB_DISABLE", "0") not in ("0", ""):
         reasons.append("NCCL_IB_DISABLE is set")
         ev.append(p.evidence["env:NCCL_IB_DISABLE"])

@@ -46,7 +46,7 @@ _LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "
 _WRAP = re.compile(
     r"(?:"
     r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
-    r"|\((?P<ray>\w+)(?: pid=\d+)?(?:, ip=[\w.:]+)?\) ?"                # Ray actor
+    r"|\((?P<ray>\w+)(?:(?: [\w=]{1,32}){0,3} pid=\d+)?(?:, ip=[\w.:]+)?\) ?"  # Ray actor, vLLM worker
     r"|\[(?:default|rank|trainer|worker|RANK |Rank )(?P<lr>\d+)(?:\|\d+)?\]:? ?"  # torchrun, apps, [trainer0|0]:
     r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
     r"|\[c10d\] ?"

@@ -50,6 +50,11 @@ _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
+#: lines whose own words mark them a problem, with no level field: Slurm's ``srun: error:`` and
+#: ``slurmstepd: error:`` (its error() prefix), the C++ runtime's abort when an exception
+#: escapes (libstdc++ ``__gnu_cxx::__verbose_terminate_handler``)
+_MARKED = re.compile(r"(?:srun|slurmstepd|sbatch|salloc|srun\[\d+\]): error: |terminate called "
+                     r"(?:after throwing an instance of|recursively|without an active exception)")
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 #: PyTorch's NCCL error text ends with ``"\nLast error:\n" + ncclGetLastError()`` (NCCLUtils
 #: getNcclErrorDetailStr, torch 1.13..2.15): the text of NCCL's last WARN, without its prefix
@@ -482,7 +487,8 @@ class FileParser:
             if exc is not None:
                 return None  # the traceback event carries the exception line
         if ev is None:
-            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)):
+            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)) \
+                    or _MARKED.match(body):
                 return self._make(E.WarnText, rec, lineno, text, {"message": body})
             return self._make(E.Text, rec, lineno, text, {})
         return ev

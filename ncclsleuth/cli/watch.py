@@ -9,7 +9,7 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import load_rules, no_color_option, redact_option, rule_options
+from .options import limit_options, load_rules, no_color_option, redact_option, rule_options
 
 _SEV = {"info": 0, "warning": 1, "error": 2}
 
@@ -78,6 +78,7 @@ class _Shown:
               help="Stop with exit code 1 at the first finding of this severity or above.")
 @click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
 @rule_options
+@limit_options
 @redact_option
 @no_color_option
 @guard

@@ -214,6 +214,7 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
         close = getattr(source, "close", None)
         if close is not None:
             close()
+    notices.extend(Notice("job", why) for why in model.bounds_met())
     if engine is not None:
         notices[:0] = getattr(source, "notices", [])  # discovery notices first, as discover()'s are
     elif options.shared_cache:

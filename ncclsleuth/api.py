@@ -69,12 +69,19 @@ class Options:
     #: skip broken rule files (each goes to ``on_rule_error``) instead of stopping
     keep_going: bool = False
     on_rule_error: Callable[[RuleError], None] | None = None
-    #: project configuration (rule selection, severities): a placeholder, not read yet
+    #: told once per load, in words, that a user rule replaces the shipped rule of its id
+    on_rule_notice: Callable[[str], None] | None = None
+    #: the project's rule configuration (``Settings.rule_config()`` of
+    #: :mod:`ncclsleuth.util.config`): ``rules`` (extra folders), ``disable``/``enable``
+    #: (ids, names, globs), ``severity`` (pattern -> severity)
     config: Mapping[str, Any] | None = None
     #: compute the post-mortem's figures (``Report.figures``): rings, hops, init timeline
     with_figures: bool = False
     #: called with each per-file (or per-run) model as it is merged
     progress: Callable[[JobModel], None] | None = None
+    #: called once with the input files found (local inputs), before any is read: a
+    #: progress bar's total
+    on_inputs: Callable[[Sequence[InputFile]], None] | None = None
     #: fsspec options for URL inputs (endpoint, anonymous access, ...)
     storage_options: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -92,18 +99,36 @@ class Built:
 
 
 def load_rules(options: Options) -> list[Rule]:
-    """The rules ``options`` ask for (``options.rules`` as given, else loaded from the folders)."""
+    """The rules ``options`` ask for (``options.rules`` as given, else loaded from the
+    folders), as the configuration selects them (``options.config``: extra folders,
+    disabled rules, severities).  A user rule with the id of a shipped one replaces it;
+    ``on_rule_notice`` is told so, once per call."""
+    from .rules.select import select
+
+    config = options.config or {}
     if options.rules is not None:
-        return list(options.rules)
+        return select(list(options.rules), config)
     from .rules.loader import default_rule_dir
     from .rules.loader import load_rules as load
+    from .rules.select import override
 
-    dirs = ([default_rule_dir()] if options.default_rules else []) + [Path(d) for d in options.rule_dirs]
-    rules, errors = load(dirs, keep_going=options.keep_going)
+    errors: list[RuleError] = []
+    shipped: list[Rule] = []
+    if options.default_rules:
+        shipped, errors = load([default_rule_dir()], keep_going=options.keep_going)
+    user_dirs = [Path(d) for d in (*options.rule_dirs, *config.get("rules", ()))]
+    own: list[Rule] = []
+    if user_dirs:
+        own, more = load(user_dirs, keep_going=options.keep_going)
+        errors += more
+    rules, said = override(shipped, own)
     if options.on_rule_error is not None:
         for e in errors:
             options.on_rule_error(e)
-    return rules
+    if options.on_rule_notice is not None:
+        for line in said:
+            options.on_rule_notice(line)
+    return select(rules, config)
 
 
 # --------------------------------------------------------------------------- building the model
@@ -193,6 +218,8 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
     else:
         found = _discover(sources)
         notices = list(found.notices)
+        if options.on_inputs is not None:
+            options.on_inputs(found.files)
         if jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
             from .parallel.local import parallel_results
 

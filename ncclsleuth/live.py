@@ -12,8 +12,13 @@ across lines: tracebacks, torchrun failure blocks).  Each :meth:`Watcher.poll`:
 3. runs the live rules (``WATCH001``: ranks silent before finishing NCCL init while others
    did; a fact of the watcher's view of the processes, :mod:`ncclsleuth.model.live`)
    every poll, since silence grows with time;
-4. reports each finding not seen before (deduplicated by rule id + message) to
-   ``on_finding``.
+4. reports what changed since the last poll, by finding id (:attr:`Finding.id`: the rule
+   and its subject, stable while the wording changes): ``new`` findings (also to
+   ``on_finding``), ``updated`` ones (with the fields that changed) and ``resolved`` ones
+   (no longer found), to ``on_event``.  An error whose rule reasons across ranks
+   (a fact over lines or ranks, a ``count:``) while lines are still arriving waits for the next run of
+   the rules before it is reported: the first DESYNC002 of a job whose timeouts are half
+   written may name the wrong rank, and ``--exit-on error`` must not stop on it.
 
 Rules that diagnose an *absence* (a rank that never started or never finished init,
 a hang after ring setup) would fire on every job that is merely still starting; they
@@ -22,6 +27,7 @@ are held back until no file of the job has grown for ``silence`` seconds.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -120,12 +126,51 @@ def is_live_rule(rule: Rule) -> bool:
     return bool(facts_of(rule.match) & LIVE)
 
 
+#: facts whose records each stand for one line (what the knowledge base says it means):
+#: a rule over them does not change its mind as other ranks' lines arrive
+PER_LINE_FACTS = frozenset({"known_message"})
+
+
+def counts_matter(rule: Rule) -> bool:
+    """A rule whose finding can change as more ranks' lines arrive: it reasons over a fact
+    across lines or ranks (the laggard, the minority configuration) or bounds a count."""
+    return bool(facts_of(rule.match) - PER_LINE_FACTS) or _bounds_a_count(rule.match)
+
+
+def _bounds_a_count(cond: dict[str, Any]) -> bool:
+    if "count" in cond:
+        return True
+    subs = [*cond.get("all", ()), *cond.get("any", ()), *cond.get("none", ())]
+    if "not" in cond:
+        subs.append(cond["not"])
+    return any(_bounds_a_count(c) for c in subs)
+
+
+#: the fields of a finding whose change is an ``updated`` event
+WATCHED_FIELDS = ("severity", "category", "title", "message", "hosts", "ranks", "caused_by", "evidence_total")
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def changes(old: Finding, new: Finding, volatile_numbers: bool = False) -> dict[str, Any]:
+    """Field -> its previous value, for the fields that differ (``volatile_numbers``: the
+    numbers in the title and message of a live rule grow every poll: not a change)."""
+    out: dict[str, Any] = {}
+    for name in WATCHED_FIELDS:
+        a, b = getattr(old, name), getattr(new, name)
+        if volatile_numbers and name in ("title", "message", "evidence_total"):
+            a, b = (_DIGITS.sub("#", x) if isinstance(x, str) else None for x in (a, b))
+        if a != b:
+            out[name] = getattr(old, name)
+    return out
+
+
 class Watcher:
     """Follows PATHS (files and folders), keeps a JobModel current, reports findings as they appear."""
 
     def __init__(self, paths: Iterable[str], rules: list[Rule] | None = None, silence: float = 60.0,
                  on_finding: Callable[[Finding], None] | None = None, clock: Callable[[], float] = time.time,
-                 max_read: int = MAX_READ_PER_POLL) -> None:
+                 max_read: int = MAX_READ_PER_POLL,
+                 on_event: Callable[[str, Finding, dict[str, Any]], None] | None = None) -> None:
         if rules is None:
             rules = api.load_rules(api.Options())
         self.paths = list(paths)
@@ -133,6 +178,13 @@ class Watcher:
         self.live_rules = [r for r in rules if is_live_rule(r)]
         self.silence = float(silence)
         self.on_finding = on_finding
+        #: ("new" | "updated" | "resolved", finding, {changed field: previous value})
+        self.on_event = on_event
+        self._wait_rules = {r.id for r in rules if counts_matter(r)}
+        self._live_ids = {r.id for r in self.live_rules}
+        #: id -> the finding as last reported; id -> (finding, rule runs when it was held back)
+        self.emitted: dict[str, Finding] = {}
+        self.pending: dict[str, tuple[Finding, int]] = {}
         self.clock = clock
         self.started = clock()
         # with the wall clock, a file's mtime tells when its last line was written
@@ -142,7 +194,7 @@ class Watcher:
         self.procs: dict[Key, ProcState] = {}
         self.report: Report | None = None
         self.findings: list[Finding] = []
-        self.seen: dict[tuple[str, ...], float] = {}  # dedup key -> wall time first reported
+        self.seen: dict[str, float] = {}  # finding id -> wall time first reported
         self.last_growth: float = self.started
         self.polls = 0
         self.rule_runs = 0
@@ -247,13 +299,7 @@ class Watcher:
         if force or (self._dirty and time.perf_counter() - self._last_rules_at >= min(1.0, 3 * self.last_rules_s)):
             self._run_rules(quiet)
         findings = self._merge(self._live_findings(now))
-        for fd in findings:
-            key = self._key(fd)
-            if key not in self.seen:
-                self.seen[key] = now
-                new.append(fd)
-                if self.on_finding is not None:
-                    self.on_finding(fd)
+        new = self._report_changes(findings, now, still_arriving=bool(grown))
         self.findings = findings
         self.last_poll_s = time.perf_counter() - t0
         return new
@@ -286,12 +332,44 @@ class Watcher:
         rest = [fd for fd in rule_findings if fd.severity != "error"]
         return errors + live + rest
 
-    @staticmethod
-    def _key(fd: Finding) -> tuple[str, ...]:
-        if fd.rule_id == WATCH_RULE:  # the silence grows every poll: who and the phase identify it
-            who, _, rest = fd.title.partition(": no line for")
-            return (fd.rule_id, who, rest.rpartition("last seen in ")[2])
-        return (fd.rule_id, fd.message)
+    def _report_changes(self, findings: list[Finding], now: float, still_arriving: bool) -> list[Finding]:
+        """new / updated / resolved since the last poll, by id; returns the new ones."""
+        current: dict[str, Finding] = {}
+        for fd in findings:
+            current.setdefault(fd.id, fd)
+        new: list[Finding] = []
+        for fid, fd in current.items():
+            old = self.emitted.get(fid)
+            if old is not None:
+                changed = changes(old, fd, volatile_numbers=fd.rule_id in self._live_ids)
+                if changed:
+                    self.emitted[fid] = fd
+                    self._event("updated", fd, changed)
+                continue
+            held = self.pending.get(fid)
+            if held is None and still_arriving and fd.severity == "error" and fd.rule_id in self._wait_rules:
+                self.pending[fid] = (fd, self.rule_runs)  # the next run of the rules says whether it holds
+                self._dirty = True
+                continue
+            if held is not None and held[1] == self.rule_runs:
+                self._dirty = True
+                continue  # the rules have not run again since
+            self.pending.pop(fid, None)
+            self.emitted[fid] = fd
+            self.seen[fid] = now
+            new.append(fd)
+            if self.on_finding is not None:
+                self.on_finding(fd)
+            self._event("new", fd, {})
+        for fid in [f for f in self.emitted if f not in current]:
+            self._event("resolved", self.emitted.pop(fid), {})
+        for fid in [f for f in self.pending if f not in current]:
+            del self.pending[fid]
+        return new
+
+    def _event(self, kind: str, fd: Finding, changed: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, fd, changed)
 
     # ------------------------------------------------------------------ the processes as seen live
     def units(self) -> dict[Key, Unit]:

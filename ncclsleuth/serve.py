@@ -96,6 +96,17 @@ class TooLarge(HttpError):
         super().__init__(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, message)
 
 
+class NotALog(HttpError):
+    """The body holds no line of NCCL, PyTorch distributed or nccl-tests (422)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(HTTPStatus.UNPROCESSABLE_ENTITY, message)
+
+
+#: path -> the methods it answers (405 with ``Allow`` for the others)
+ROUTES = {"/analyze": ("POST",), "/rules": ("GET", "HEAD"), "/healthz": ("GET", "HEAD")}
+
+
 # --------------------------------------------------------------------------- request pieces
 
 
@@ -230,8 +241,11 @@ def run_job(job: Job, rules: list[Any], shapes: Any = None) -> Answer:
         data, notices = decode_body(job.body, job.encoding, job.max_bytes)
         why = not_text(data)
         if why:
-            raise HttpError(HTTPStatus.UNPROCESSABLE_ENTITY, f"the body is not a text log ({why})")
+            from .report import HOW_TO_GET_A_LOG, NOT_A_LOG
+
+            raise NotALog(f"{NOT_A_LOG}: the body is not text ({why}). {HOW_TO_GET_A_LOG}")
         report = analyze_bytes(data, rules, shapes=shapes)
+        refuse_non_log(report)
     except HttpError as exc:
         return error_answer(exc.status, str(exc))
     except MemoryError:
@@ -252,6 +266,14 @@ def run_job(job: Job, rules: list[Any], shapes: Any = None) -> Answer:
         text = redact_text(text, r)
     headers = {"X-Ncclsleuth-Notice": notices[0][:300]} if notices else {}
     return Answer(200, text, _CTYPE[job.fmt] + "; charset=utf-8", headers)
+
+
+def refuse_non_log(report: Any) -> None:
+    """:class:`NotALog` (422) for a body with nothing NCCL, PyTorch or nccl-tests wrote."""
+    if not report.is_log:
+        from .report import HOW_TO_GET_A_LOG, NOT_A_LOG
+
+        raise NotALog(f"{NOT_A_LOG}. {HOW_TO_GET_A_LOG}")
 
 
 def error_answer(status: int, message: str) -> Answer:
@@ -554,7 +576,10 @@ class Server(ThreadingHTTPServer):
                  read_timeout: float = DEFAULT_READ_TIMEOUT, request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 worker_memory: int = DEFAULT_WORKER_MEMORY, queue_timeout: float = DEFAULT_QUEUE_TIMEOUT) -> None:
+                 worker_memory: int = DEFAULT_WORKER_MEMORY, queue_timeout: float = DEFAULT_QUEUE_TIMEOUT,
+                 access_log: Callable[[str], None] | None = None) -> None:
+        #: called with one line per answer (None: no access log)
+        self.access_log = access_log
         self.rules = rules
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
@@ -704,7 +729,33 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # quiet; the CLI prints where it listens
+        pass  # the stdlib's lines are replaced by one access line per answer (access_line)
+
+    def access_line(self, status: int, size: int) -> None:
+        """One line per answer on the server's access log: client, method, path, status,
+        bytes sent, milliseconds; never the body (logs are the users' data)."""
+        log = getattr(self.server, "access_log", None)
+        if log is None:
+            return
+        started = getattr(self, "_started", None)
+        ms = f" {(time.monotonic() - started) * 1000:.0f}ms" if started is not None else ""
+        path = urlsplit(self.path).path[:200] if getattr(self, "path", None) else "-"
+        log(f'{self.client_address[0]} "{getattr(self, "command", "-")} {path}" {status} {size}{ms}')
+
+    def parse_request(self) -> bool:
+        self._started = time.monotonic()
+        return super().parse_request()
+
+    def _not_allowed(self, path: str) -> bool:
+        """405 with ``Allow`` for a known path asked with a method it does not answer."""
+        allowed = ROUTES.get(path)
+        if allowed is None or self.command in allowed:
+            return False
+        self.close_connection = True
+        body = json.dumps({"error": f"{path} answers {', '.join(allowed)}, not {self.command}",
+                           "status": 405}) + "\n"
+        self._send(HTTPStatus.METHOD_NOT_ALLOWED, body, headers={"Allow": ", ".join(allowed)})
+        return True
 
     def setup(self) -> None:
         super().setup()
@@ -743,6 +794,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
         self.server.set_deadline(self.connection, None)
+        self.access_line(int(status), len(data) if self.command != "HEAD" else 0)
 
     def _error(self, status: HTTPStatus, message: str, close: bool = True) -> None:
         if close:
@@ -752,14 +804,14 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ routes
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = urlsplit(self.path).path
+        if self._not_allowed(path):
+            return
         if path == "/healthz":
             self._send(200, json.dumps({"status": "ok", "version": __version__}) + "\n")
         elif path == "/rules":
             rules = [{"id": r.id, "name": r.name, "title": r.title, "category": r.category,
                       "severity": r.severity.name.lower()} for r in self.server.rules]
             self._send(200, json.dumps({"rules": rules}, indent=2) + "\n")
-        elif path == "/analyze":
-            self._error(HTTPStatus.METHOD_NOT_ALLOWED, "POST the log to /analyze")
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no route {path} (POST /analyze, GET /rules, GET /healthz)")
 
@@ -767,6 +819,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         url = urlsplit(self.path)
+        if self._not_allowed(url.path):
+            return
         if url.path != "/analyze":
             self._error(HTTPStatus.NOT_FOUND, f"no route {url.path} (POST /analyze, GET /rules, GET /healthz)")
             return
@@ -784,10 +838,12 @@ class Handler(BaseHTTPRequestHandler):
             self.server.free_bytes(len(job.body))
         self._send(answer.status, answer.body, answer.ctype, answer.headers)
 
-    def do_PUT(self) -> None:  # noqa: N802
-        self._error(HTTPStatus.METHOD_NOT_ALLOWED, "POST /analyze, GET /rules, GET /healthz")
+    def _other(self) -> None:
+        path = urlsplit(self.path).path
+        if not self._not_allowed(path):
+            self._error(HTTPStatus.NOT_FOUND, f"no route {path} (POST /analyze, GET /rules, GET /healthz)")
 
-    do_DELETE = do_PATCH = do_OPTIONS = do_PUT  # noqa: N815
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _other  # noqa: N815
 
     def _job(self, query: str) -> Job:
         """The request's parameters checked and its body read (strictly, within the limits)."""
@@ -866,11 +922,14 @@ def _params(query: str) -> tuple[str, bool, int | None]:
     return fmt, redact, max_chars
 
 
-def make_server(host: str = "127.0.0.1", port: int = 8080, *, rules: list[Any] | None = None, **kw: Any) -> Server:
+def make_server(host: str = "127.0.0.1", port: int = 8080, *, rules: list[Any] | None = None, config: Any = None,
+                **kw: Any) -> Server:
     """A ready :class:`Server` (call ``serve_forever``); port 0 picks a free one.  Keyword
-    arguments are :class:`Server`'s limits (``max_bytes``, ``timeout_s``, ``workers``, ...)."""
+    arguments are :class:`Server`'s limits (``max_bytes``, ``timeout_s``, ``workers``, ...)
+    and ``access_log`` (called with one line per answer); ``config``: the project's rule
+    configuration (``api.Options.config``) the rules are loaded with."""
     if rules is None:
         from . import api
 
-        rules = api.load_rules(api.Options())
+        rules = api.load_rules(api.Options(config=config))
     return Server((host, port), rules=rules, **kw)

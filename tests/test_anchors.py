@@ -49,7 +49,7 @@ def test_every_message_outside_nccl_lines_has_an_anchor():
 def test_anchors_compile_and_start_with_a_literal_character(d):
     re.compile(d.value)
     if d.guard is None:  # the first-character grouping needs a literal (or an escaped one) first
-        assert re.match(r"[\w#/ .:'-]|\\[\[\].()]", d.value) and not re.match(r"\\[wdsSWD]", d.value), d.value
+        assert re.match(r"[\w#/ .:'●×○-]|\\[\[\].()]", d.value) and not re.match(r"\\[wdsSWD]", d.value), d.value
     else:
         assert d.guard  # searched only where the line holds its literal
 
@@ -69,7 +69,8 @@ IN_ENVELOPED_LINES = {
         "a Python exception line (DistBackendError: ... ncclInvalidUsage: ...)",
     "wait timeout after": "a Python exception line (DistStoreError: wait timeout after ...)",
     r"failed \(exitcode": "torchrun's error-level line (E1129 ... / ERROR)",
-    "fallen off the bus": "GPU has fallen off the bus",
+    "could not insert '": "modprobe's ERROR: line (could not insert 'nvidia_peermem': ...)",
+    r"Module \S+ not found": "modprobe's FATAL: line (Module nvidia_peermem not found in directory ...)",
 }
 
 

@@ -52,7 +52,7 @@ def test_every_grammar_kind_has_a_case():
     kinds -= {"nccl_other"}
     seen = set()
     for name in ("nccl_lines.yaml", "torch_lines.yaml", "nccltests_lines.yaml", "envelope_lines.yaml",
-                 "corpus_lines.yaml"):
+                 "corpus_lines.yaml", "host_lines.yaml"):
         for c in load(name):
             seen.add(c.get("kind"))
             seen.update(e["kind"] for e in c.get("events", ()))

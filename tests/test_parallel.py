@@ -46,34 +46,31 @@ def test_guided_runs_cover_every_file_once_and_shrink():
 
 
 def test_progress_counts_files_of_each_run(monkeypatch):
-    """The progress bar counts files, also when a part is a worker's run of many files."""
+    """The progress bar knows the files and bytes up front (ETA) and counts them done, also
+    when a part is a worker's run of many files; it draws on its own console (stderr)."""
+    import io
+    import time
+
+    from rich.console import Console
+
     import ncclsleuth.cli.progress as PR
 
-    shown = []
-
-    class FakeProgress:
-        def __init__(self, *a, **k):  # type: ignore[no-untyped-def]
-            pass
-
-        def start(self):  # type: ignore[no-untyped-def]
-            pass
-
-        def stop(self):  # type: ignore[no-untyped-def]
-            pass
-
-        def add_task(self, _):  # type: ignore[no-untyped-def]
-            return 1
-
-        def update(self, _task, description):  # type: ignore[no-untyped-def]
-            shown.append(description)
-
-    import rich.progress
-
-    monkeypatch.setattr(rich.progress, "Progress", FakeProgress)
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)
-    with PR.progress_for(enabled=True, delay=0) as tick:
-        api.build([str(ROOT / "fixtures" / "examples" / "desync-16")], api.Options(jobs=2, progress=tick))
-    assert shown and shown[-1].startswith("16 files, ")
+    out = io.StringIO()
+    job = ROOT / "fixtures" / "examples" / "desync-16"
+    with PR.progress_for(enabled=True, delay=0, console=Console(file=out, force_terminal=True, width=100)) as bar:
+        assert bar is not None
+        api.build([str(job)], api.Options(jobs=2, progress=bar.tick, on_inputs=bar.inputs))
+        for _ in range(100):  # the timer thread starts the bar
+            if bar.progress is not None:
+                break
+            time.sleep(0.01)
+        task = bar.progress.tasks[0]
+        total = sum(p.stat().st_size for p in job.iterdir())
+        assert (bar.total_files, bar.done_files) == (16, 16)
+        assert task.total == total and task.completed == total
+        assert task.fields["files"] == "16/16 files"
+    assert "ETA" in out.getvalue()
 
 
 def test_fast_exit_only_after_analyze(tmp_path):

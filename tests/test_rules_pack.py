@@ -84,3 +84,18 @@ def test_count_says_at_least_when_events_were_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(J, "KEEP_PER_KIND", 3)
     report = analyze([str(tmp_path / "a.log")])
     assert "(3+ line(s))" in next(f for f in report.findings if f.rule_id == "ULIM001").message
+
+
+_BARE_QUESTION = re.compile(r"(?:^|[\s(\[,:/])\?(?:$|[\s)\],.:;/])")
+
+
+@pytest.mark.parametrize("rule,case", [(r, t) for r, t in CASES if t.should_fire],
+                         ids=[f"{r.id}_{t.name}" for r, t in CASES if t.should_fire])
+def test_fail_case_says_words_not_placeholders(rule, case):
+    """Every placeholder of the title, message and fix is filled, dropped with its clause or
+    given a default on the rule's own fail snippets: no 'unknown' stand-in, no bare '?'."""
+    for f in findings_of(rule, case):
+        assert not f.unfilled, f"{rule.id} {case.name}: no value for {f.unfilled}"
+        for text in (f.title, f.message):
+            assert not _BARE_QUESTION.search(text), f"{rule.id} {case.name}: {text!r}"
+            assert not re.search(r"\{[A-Za-z_][\w.]*(\|[^{}]*)?\}", text), text

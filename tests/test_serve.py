@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from ncclsleuth.serve import make_server
 ROOT = Path(__file__).resolve().parent.parent
 HOROVOD = ROOT / "fixtures/report/horovod-584-lo-interface/log.txt"
 ROCE = ROOT / "fixtures/report/roce-gid.log"
+#: one line NCCL wrote: the smallest body that is a log
+LINE = b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
 
 
 def _start(**kw) -> tuple[object, str]:
@@ -106,9 +109,9 @@ def test_markdown_and_slack_formats(server: str) -> None:
 
 
 def test_body_is_never_a_path(server: str) -> None:
+    """A path in the body is one line of text, not the file it names: not a log (422)."""
     code, body, _ = call(server + "/analyze?redact=0", str(HOROVOD).encode())
-    d = json.loads(body)
-    assert code == 200 and d["findings"] == [] and d["summary"]["lines"] == 1
+    assert code == 422 and json.loads(body)["error"].startswith("not a log")
 
 
 def test_size_limit_413() -> None:
@@ -118,7 +121,7 @@ def test_size_limit_413() -> None:
         bomb = gzip.compress(b"a" * 100_000)
         assert len(bomb) < 1000
         assert call(url + "/analyze", bomb)[0] == 413  # the decompressed size counts too
-        assert call(url + "/analyze", b"x" * 999)[0] == 200
+        assert call(url + "/analyze", LINE.ljust(999, b" "))[0] == 200
     finally:
         srv.shutdown()
         srv.shutdown_all()
@@ -160,11 +163,11 @@ def test_busy_503_beyond_workers_and_queue(monkeypatch: pytest.MonkeyPatch) -> N
     srv, url = _start(timeout_s=10.0, workers=1, queue=1)
     try:
         with ThreadPoolExecutor(3) as pool:
-            first = pool.submit(call, url + "/analyze", b"SLOW\n")
+            first = pool.submit(call, url + "/analyze", b"SLOW " + LINE)
             time.sleep(0.5)
-            queued = pool.submit(call, url + "/analyze", b"quick\n")  # waits for the worker
+            queued = pool.submit(call, url + "/analyze", LINE)  # waits for the worker
             time.sleep(0.3)
-            assert call(url + "/analyze", b"quick\n")[0] == 503  # one running, one waiting: full
+            assert call(url + "/analyze", LINE)[0] == 503  # one running, one waiting: full
             assert first.result()[0] == 200 and queued.result()[0] == 200
     finally:
         srv.shutdown()
@@ -349,8 +352,10 @@ def test_truncated_gzip_is_analysed_with_a_notice(server: str) -> None:
 def test_random_bytes_are_not_a_log(server: str) -> None:
     """1 MB of random bytes got 200 "no problem found"."""
     code, out, _ = call(server + "/analyze", os.urandom(1 << 20))
-    assert code == 422 and "not a text log" in json.loads(out)["error"]
-    code, _, _ = call(server + "/analyze", "héllo wörld, a Latin log line\n".encode("latin-1") * 50)
+    err = json.loads(out)["error"]
+    assert code == 422 and err.startswith("not a log") and "the body is not text" in err
+    latin = "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4 on héllo wörld\n".encode("latin-1") * 50
+    code, _, _ = call(server + "/analyze", latin)
     assert code == 200  # a few non-UTF-8 letters are still text
 
 
@@ -412,3 +417,120 @@ def test_glued_records_body_is_fast_and_bounded(server: str) -> None:
     assert [r[0] for r in results] == [200] * 4
     assert time.monotonic() - t < 30
     assert "node" not in results[0][1].decode()  # redacted: every glued host too
+
+
+@pytest.mark.parametrize("body", [b"hello world\n", bytes(range(256)) * 800], ids=["hello", "random"])
+def test_a_body_that_is_not_a_log_is_422(server: str, body: bytes) -> None:
+    code, text, _ = call(server + "/analyze", body)
+    err = json.loads(text)
+    assert code == 422 and err["status"] == 422
+    assert err["error"].startswith("not a log: no line of NCCL, PyTorch distributed or nccl-tests was found")
+    assert "NCCL_DEBUG=INFO" in err["error"]
+
+
+def _raw(url: str, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request(method, path)
+    r = conn.getresponse()
+    out = (r.status, dict(r.getheaders()), r.read())
+    conn.close()
+    return out
+
+
+def test_wrong_method_is_405_with_allow_and_head_works(server: str) -> None:
+    status, headers, body = _raw(server, "GET", "/analyze")
+    assert status == 405 and headers["Allow"] == "POST" and b"answers POST, not GET" in body
+    status, headers, _ = _raw(server, "DELETE", "/rules")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+    status, headers, body = _raw(server, "HEAD", "/healthz")
+    assert status == 200 and body == b"" and int(headers["Content-Length"]) > 0
+    assert _raw(server, "PUT", "/nowhere")[0] == 404
+
+
+def test_one_access_line_per_request_without_the_body() -> None:
+    lines: list[str] = []
+    srv, url = _start(access_log=lines.append)
+    try:
+        call(url + "/analyze?format=markdown", b"SECRET-LOG-TEXT " + LINE)
+        _raw(url, "GET", "/analyze")
+        call(url + "/healthz")
+    finally:
+        srv.shutdown()
+        srv.shutdown_all()
+    assert len(lines) == 3
+    assert re.fullmatch(r'127\.0\.0\.1 "POST /analyze" 200 \d+ \d+ms', lines[0]), lines[0]
+    assert re.fullmatch(r'127\.0\.0\.1 "GET /analyze" 405 \d+ \d+ms', lines[1])
+    assert re.fullmatch(r'127\.0\.0\.1 "GET /healthz" 200 \d+ \d+ms', lines[2])
+    assert not any("SECRET" in line for line in lines)
+
+
+def test_sigterm_stops_the_server_at_once() -> None:
+    import signal
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "ncclsleuth", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):  # wait until it answers
+            try:
+                if call(f"http://127.0.0.1:{port}/healthz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.monotonic() - t0 < 2.0
+        assert proc.returncode == 0
+        assert '"GET /healthz" 200' in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_serve_takes_the_rule_options_and_the_configuration(tmp_path: Path) -> None:
+    """``serve`` loads rules as ``analyze`` does: --rules, --keep-going, and the project's
+    configuration (extra folders, disabled rules, severity overrides)."""
+    import socket
+
+    team = tmp_path / "team-rules"
+    team.mkdir()
+    shipped = (ROOT / "rules" / "torch" / "DESYNC002.yaml").read_text()
+    (team / "DESYNC002.yaml").write_text(shipped.replace('title: "Rank {rank}', 'title: "Team says: rank {rank}'))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "NET900.yaml").write_text("id: NET900\nname: x\ncategory: nope\n")
+    (tmp_path / ".ncclsleuth.yaml").write_text("rules: [team-rules]\ndisable: [INITT*]\nseverity: {NET001: warning}\n")
+    args = [sys.executable, "-m", "ncclsleuth", "serve", "--rules", str(broken)]
+    refused = subprocess.run([*args, "--port", "0"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "rules check" in refused.stderr  # before it binds anything
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*args, "--keep-going", "--port", str(port)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        body = b""
+        for _ in range(300):
+            try:
+                code, body, _ = call(f"http://127.0.0.1:{port}/rules")
+                if code == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        rules = {r["id"]: r for r in json.loads(body)["rules"]}
+        assert rules["DESYNC002"]["title"].startswith("Team says: rank")
+        assert rules["NET001"]["severity"] == "warning"
+        assert not any(i.startswith("INITT") for i in rules)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "NET900.yaml" in err and "(skipped)" in err
+    assert err.count("replaces the shipped rule DESYNC002") == 1

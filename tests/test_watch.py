@@ -379,3 +379,83 @@ def test_once_exit_codes_and_formats(tmp_path):
     assert r.exit_code == 2 and "nothing to watch" in r.output
     r = CliRunner().invoke(main, ["watch", "--help"])
     assert "watchdog" in r.output and "--silence" in r.output
+
+
+# --------------------------------------------------------------------------- events for bots
+
+
+def test_events_new_updated_resolved_by_stable_id(tmp_path):
+    """A silent host is a WATCH001 (new), stays one finding while its silence grows (no
+    event), and is resolved when it speaks again; the ids do not change with the wording."""
+    files, _ = job_lines(tmp_path, "none", 16, 4)
+    watched = tmp_path / "job"
+    watched.mkdir()
+    now = [1000.0]
+    events: list[tuple[str, str, dict]] = []
+    w = Watcher([str(watched)], silence=5, clock=lambda: now[0], on_event=lambda k, f, c: events.append((k, f.id, c)))
+    silent = {n for n in files if host_of(n) == "node002"}
+    rest = {}
+    for n in sorted(files):
+        before, rest[n] = split_at(files[n], "Bootstrap timings") if n in silent else (files[n], [])
+        append(watched / n, before)
+    w.poll(force=True)
+    for step in (6, 7, 8):  # silence of 6, 13, 21 s: one finding, no event for the growing numbers
+        now[0] += step
+        w.poll(force=True)
+    watch_events = [e for e in events if e[1].startswith("WATCH001")]
+    assert [k for k, _, _ in watch_events] == ["new"]
+    (fid,) = {i for _, i, _ in watch_events}
+    assert fid == "WATCH001/ranks 8-11"
+    for n in sorted(silent):
+        append(watched / n, rest[n])
+    now[0] += 1
+    w.poll(force=True)
+    assert ("resolved", fid, {}) in events
+    news = [i for k, i, _ in events if k == "new"]
+    assert len(news) == len(set(news))  # a finding is new once
+
+
+def test_count_dependent_error_waits_one_poll(tmp_path):
+    """Half of the ranks' watchdog lines are written when a poll runs: the laggard found
+    then is held back; the next poll, with every line, reports the right one first."""
+    files, man = job_lines(tmp_path, "desync", 16, 8)
+    (culprit,) = man["culprit_ranks"]
+    watched = tmp_path / "job"
+    watched.mkdir()
+    events: list[tuple[str, object, dict]] = []
+    w = Watcher([str(watched)], silence=60, on_event=lambda k, f, c: events.append((k, f, c)))
+    rest = {}
+    for n, lines in files.items():
+        before, rest[n] = split_at(lines, "ProcessGroupNCCL.cpp:632")
+        if not rest[n]:
+            before, rest[n] = split_at(lines, "ProcessGroupNCCL.cpp:1685")
+        append(watched / n, before)
+    w.poll(force=True)
+    names = sorted(rest)
+    for n in names[: len(names) // 2]:
+        append(watched / n, rest[n])
+    w.poll(force=True)
+    assert not [f for k, f, _ in events if k == "new" and f.rule_id == "DESYNC002"], "reported while arriving"
+    held, _ = w.pending["DESYNC002"]  # half the lines in: the wrong collective, held back
+    assert "never called collective #1246" in held.title
+    for n in names[len(names) // 2:]:
+        append(watched / n, rest[n])
+    w.poll(force=True)
+    w.poll(force=True)
+    first = next(f for k, f, _ in events if k == "new" and f.rule_id == "DESYNC002")
+    assert f"Rank {culprit} " in first.title and "never called collective #1245" in first.title
+    assert "stopped at SeqNum 1244" in first.message
+    assert not w.pending
+    # a finding already out that grows is 'updated', with the previous value of what changed
+    upd = next(c for k, f, c in events if k == "updated" and f.rule_id == "TIMEOUT001")
+    assert set(upd) == {"message", "hosts", "ranks", "evidence_total"} and upd["hosts"] == ["node000"]
+    now = next(f for k, f, _ in reversed(events) if k == "updated" and f.rule_id == "TIMEOUT001")
+    assert now.hosts == ["node000", "node001"] and len(now.ranks) > len(upd["ranks"])
+
+
+def test_cli_jsonl_events_carry_id_and_kind(tmp_path):
+    r = CliRunner().invoke(main, ["watch", "--once", "--format", "jsonl", str(ROOT / "fixtures" / "examples" /
+                                                                            "desync-16")])
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert lines and all(x["event"] == "new" and x["id"] for x in lines)
+    assert lines[0]["id"] == "DESYNC002" and lines[0]["rule_id"] == "DESYNC002"

@@ -167,7 +167,7 @@ def test_pytorch_lines_get_the_host_of_their_file(tmp_path):
         "before timing out.\n")
     report = analyze([str(tmp_path / "rank3.log")])
     f = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
-    assert f.hosts == ["node007"] and f.message.startswith("node007:")
+    assert f.hosts == ["node007"] and f.message.startswith("rank 3 (node007): the watchdog")
     report = analyze([str(tmp_path / "mixed.log")])
     f = next(f for f in report.findings if f.rule_id == "TIMEOUT001")
-    assert f.hosts == [] and f.message.startswith("?:")
+    assert f.hosts == [] and f.message.startswith("rank 9: the watchdog")  # the rank, no guessed host

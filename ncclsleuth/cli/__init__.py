@@ -3,7 +3,7 @@ rules -> report), one module per command, the options they share declared once
 (:mod:`.options`).
 
 Exit codes (one place, see :mod:`.exitcodes`): 0 nothing at or above ``--fail-on``, 1
-findings, 2 usage or input error.  Bad input never produces a Python traceback unless
+findings, 2 usage or input error, 3 not a log.  Bad input never produces a Python traceback unless
 ``--debug`` asks for one.
 """
 from __future__ import annotations
@@ -58,7 +58,8 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 #: command name -> module of this package that defines it (imported when the command is asked for)
 COMMAND_MODULES = {
     "analyze": "analyze", "parse": "parse", "rules": "rules", "explain": "rules", "topology": "topology",
-    "report": "report", "serve": "serve", "watch": "watch", "diff": "diff",
+    "report": "report", "serve": "serve", "watch": "watch", "diff": "diff", "config": "config",
+    "events": "rules", "completion": "completion",
 }
 
 
@@ -74,6 +75,17 @@ class _LazyGroup(click.Group):
         register_commands()
         return super().list_commands(ctx)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list with each summary whole (click cuts them at ~45 characters)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=200)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
         if module is not None and cmd_name not in self.commands:
@@ -83,8 +95,18 @@ class _LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="ncclsleuth")
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+Examples:
+  ncclsleuth analyze logs/                  # why the job that wrote logs/ failed
+  ncclsleuth report logs/ -o pm.html        # a post-mortem page
+  ncclsleuth watch runs/job-4812/           # follow a starting job
+  ncclsleuth explain NET001                 # what a rule checks and how to fix it
+
+Exit codes: 0 nothing at or above --fail-on, 1 findings, 2 usage or input error,
+3 not a log (no NCCL, PyTorch distributed or nccl-tests line). Shell completion:
+eval "$(ncclsleuth completion bash)" (zsh, fish: see 'ncclsleuth completion --help').
+""")
+@click.version_option(__version__, "-V", "--version", prog_name="ncclsleuth")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 def main(debug: bool) -> None:
     """Say why a multi-node NCCL / PyTorch distributed job failed or is slow."""

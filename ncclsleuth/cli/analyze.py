@@ -9,66 +9,86 @@ from ..renderers import RENDERERS, render
 from ..util.gcpause import paused
 from . import allow_fast_exit, guard, main
 from .options import (
+    color_option,
+    config_option,
     echo_notices,
     engine_options,
     exit_for,
     fail_on_option,
-    no_color_option,
     options_for,
+    output_format,
     redact_option,
     require_read,
     rule_options,
     scheduler_option,
+    settings,
+    terminal_width,
+    use_color,
     user_errors,
     write_output,
 )
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  ncclsleuth analyze logs/                          # a folder of per-rank files
+  ncclsleuth analyze slurm-4812.out -q              # one line: severity, [category], verdict
+  ncclsleuth analyze logs/ -o verdict.json          # the format from the suffix (.json .md .html .txt)
+  ncclsleuth analyze logs/ --fail-on error --redact --format markdown
+""")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="terminal", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
+              help="Output format [default: terminal, or what the -o suffix says; config: format]")
 @rule_options
 @fail_on_option("warning")
 @engine_options
 @scheduler_option
-@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict: one line, never wrapped.")
 @redact_option
 @click.option("--max-chars", type=click.IntRange(200, None), default=None,
               help="Markdown/Slack: trim the answer to this many characters (default 4000).")
-@no_color_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the report to this file instead of stdout.")
+@color_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the report to this file; its suffix picks the format (.json .md .html .txt).")
+@config_option
 @guard
 @paused()  # the report and its rendering too: a gc pass over a 16k-rank model costs ~1 s
-def analyze(paths: tuple[str, ...], fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str,
-            no_cache: bool, jobs: int | None, scheduler: str | None, quiet: bool, redact: bool,
-            max_chars: int | None, no_color: bool, output: str | None) -> None:
-    """Say why the job that wrote PATHS (files, folders, s3://... URLs, - for stdin) failed or is slow."""
+def analyze(paths: tuple[str, ...], fmt: str | None, rule_dirs: tuple[str, ...], keep_going: bool,
+            fail_on: str | None, no_cache: bool, jobs: int | None, scheduler: str | None, quiet: bool,
+            redact: bool | None, max_chars: int | None, color: str, no_color: bool, output: str | None,
+            config: str | None) -> None:
+    """Say why the job that wrote PATHS (files, folders, URLs like s3://bucket/run/, - for stdin) failed or is slow."""
     from .. import api
     from .progress import progress_for
 
-    with progress_for(enabled=sys.stderr.isatty() and sys.stdout.isatty() and fmt == "terminal") as tick:
+    cfg = settings(config)
+    fmt = output_format(fmt or cfg.get("format"), output, "terminal", sorted(RENDERERS))
+    with progress_for(enabled=sys.stderr.isatty() and not quiet) as bar:
         options = options_for(rule_dirs, keep_going, jobs=jobs, no_cache=no_cache, scheduler=scheduler,
-                              progress=tick)
+                              config=cfg, progress=bar.tick if bar else None,
+                              on_inputs=bar.inputs if bar else None)
         with user_errors():  # the rule pack loads while the workers parse
             report = api.analyze(list(paths), options)
     require_read(report.files_read, report.notices)
     echo_notices(report.notices)
-    opts: dict[str, object] = {"quiet": True} if quiet and fmt == "terminal" else {}
+    opts: dict[str, object] = {}
+    if fmt == "terminal":
+        opts = {"quiet": quiet, "width": terminal_width(to_file=output is not None)}
     if max_chars is not None and fmt in ("markdown", "slack"):
         opts["max_chars"] = max_chars
     redactor = None
-    if redact:
+    if cfg.redact(redact):
         from ..report.redact import Redactor, redact_text
         from ..report.redact import redact as redact_report
 
         report = redact_report(report, redactor := Redactor())
-    text = render(fmt, report, color=not no_color and output is None and sys.stdout.isatty(), **opts)
+    colored = use_color(color, no_color, to_file=output is not None)
+    text = render(fmt, report, color=colored, **opts)
     if redactor is not None:
         text = redact_text(text, redactor)
     if output:
         write_output(output, text)
     else:
-        click.echo(text, nl=not text.endswith("\n"))
+        click.echo(text, nl=not text.endswith("\n"), color=colored)  # click strips colour from pipes otherwise
     allow_fast_exit()  # everything is written: no need to free the model object by object
-    exit_for(report, fail_on)
+    exit_for(report, cfg.fail_on(fail_on, "warning"))

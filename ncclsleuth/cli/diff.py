@@ -7,22 +7,36 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import engine_options, no_color_option, options_for, redact_option, user_errors
+from .options import (
+    color_option,
+    config_option,
+    engine_options,
+    options_for,
+    redact_option,
+    rule_options,
+    settings,
+    use_color,
+    user_errors,
+)
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  ncclsleuth diff runs/good/ runs/bad/
+  ncclsleuth diff good.log bad.log --format markdown > changes.md
+""")
 @click.argument("good")
 @click.argument("bad")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown"]), default="terminal",
               show_default=True)
-@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
-              help="Extra rule folder (repeatable), used with the shipped pack.")
+@rule_options
 @engine_options
 @redact_option
-@no_color_option
+@color_option
+@config_option
 @guard
-def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bool, jobs: int | None,
-         redact: bool, no_color: bool) -> None:
+def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, no_cache: bool,
+         jobs: int | None, redact: bool, color: str, no_color: bool, config: str | None) -> None:
     """What changed between a GOOD and a BAD run (files or folders), most suspicious first.
 
     Versions, NCCL_* settings as NCCL echoed them, bootstrap interface and network,
@@ -35,7 +49,8 @@ def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bo
     from ..renderers.diff import render
 
     with user_errors():
-        result = api.diff([good], [bad], options_for(rule_dirs, keep_going=True, jobs=jobs, no_cache=no_cache))
+        result = api.diff([good], [bad], options_for(rule_dirs, keep_going=keep_going, jobs=jobs, no_cache=no_cache,
+                                                     config=settings(config)))
     for side, run in (("good", result.good), ("bad", result.bad)):
         if not run.files_read:
             raise UserError(f"nothing could be read in the {side} run {run.path!r}")
@@ -44,8 +59,9 @@ def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], no_cache: bo
         from ..report.redact import Redactor, redact_diff, redact_text
 
         result = redact_diff(result, redactor := Redactor())
-    text = render(result, fmt, color=not no_color and sys.stdout.isatty())
+    colored = use_color(color, no_color)
+    text = render(result, fmt, color=colored)
     if redactor is not None:
         text = redact_text(text, redactor)
-    click.echo(text, nl=not text.endswith("\n"))
+    click.echo(text, nl=not text.endswith("\n"), color=colored)
     sys.exit(EXIT_FINDINGS if result.changes else EXIT_OK)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .. import api
     from ..report import Report
     from ..rules.schema import Rule
+    from ..util.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 SEVERITIES = ["info", "warning", "error", "never"]
@@ -41,8 +42,26 @@ rule_dirs_option = click.option("--rules", "rule_dirs", multiple=True, type=clic
 
 
 def fail_on_option(default: str) -> Callable[[F], F]:
-    return click.option("--fail-on", type=click.Choice(SEVERITIES), default=default, show_default=True,
-                        help="Exit 1 when a finding at or above this severity exists.")
+    return click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+                        help=f"Exit 1 when a finding at or above this severity exists [default: {default}; "
+                             "config: fail_on].")
+
+
+#: --config FILE: the project configuration to use instead of the nearest one upwards
+config_option = click.option(
+    "--config", "config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="Settings file (.ncclsleuth.yaml or a pyproject.toml with [tool.ncclsleuth]); default: the nearest "
+         "one from the current folder upwards. See 'ncclsleuth config show'.")
+
+
+def settings(path: str | None = None) -> Settings:
+    """The project configuration (``--config`` or the nearest file); a broken file is exit 2."""
+    from ..util.config import ConfigError, load
+
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
 
 
 _SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:i?B)?", re.I)
@@ -97,23 +116,118 @@ scheduler_option = click.option(
     "--scheduler", default=None, metavar="ADDRESS",
     help="Parse on a Dask cluster: tcp://host:8786, or local:N for N local worker processes "
          "(needs pip install 'ncclsleuth[dask]').")
-redact_option = click.option("--redact", is_flag=True,
-                             help="Replace hostnames, IPs, GIDs, user names, pod names by stable placeholders.")
-no_color_option = click.option("--no-color", is_flag=True, help="Plain terminal output.")
+redact_option = click.option("--redact/--no-redact", default=None,
+                             help="Replace hostnames, IPs, GIDs, user names, pod names by stable placeholders "
+                                  "[default: off; config: redact].")
+#: --color auto|always|never (and --no-color, kept for scripts: the same as --color never)
+color_option = _stack(
+    click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+                 show_default=True,
+                 help="Colour: auto = on a terminal, unless NO_COLOR is set (FORCE_COLOR turns it on "
+                      "when piped); always; never."),
+    click.option("--no-color", is_flag=True, hidden=True, help="Same as --color never."),
+)
+
+
+def use_color(color: str = "auto", no_color: bool = False, to_file: bool = False, stream: Any = None) -> bool:
+    """Whether to colour, by the conventions: the flag, then NO_COLOR (no-color.org: set and
+    not empty turns colour off), then FORCE_COLOR (force-color.org: set and not empty turns
+    it on when piped), then whether the output is a terminal.  A file (-o) is never
+    coloured unless --color always asks for it."""
+    import os
+
+    if no_color or color == "never":
+        return False
+    if color == "always":
+        return True
+    if to_file or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return _isatty(stream or sys.stdout)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width(to_file: bool = False, stream: Any = None) -> int | None:
+    """The width to wrap at: the terminal's (rich measures it; COLUMNS overrides), COLUMNS
+    when piped, None (no wrapping: one line stays one line) for a pipe or a file."""
+    import os
+
+    if to_file:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if _isatty(stream or sys.stdout):
+        from rich.console import Console
+
+        return max(20, Console().width)
+    return max(20, int(columns)) if columns.isdigit() and int(columns) > 0 else None
+
+
+#: output suffix -> format (``-o report.json`` writes JSON)
+SUFFIX_FORMATS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
+                  ".txt": "terminal", ".text": "terminal", ".log": "terminal"}
+
+
+def output_format(fmt: str | None, output: str | None, default: str, allowed: Sequence[str]) -> str:
+    """The format asked for, else the one the -o suffix names, else ``default``; a suffix
+    this command cannot write is a user error, not a file in the wrong format."""
+    import os
+
+    if fmt is not None:
+        return fmt
+    if output is None:
+        return default
+    suffix = os.path.splitext(output)[1].lower()
+    if not suffix:
+        return default
+    got = SUFFIX_FORMATS.get(suffix)
+    if got is None or got not in allowed:
+        known = ", ".join(s for s, f in SUFFIX_FORMATS.items() if f in allowed)
+        raise UserError(f"{output}: cannot write {suffix} (this command writes {known}; or give --format)")
+    return got
+
+
+def write_output(path: str, text: str) -> None:
+    """Write the report to ``path`` atomically (the old file stays whole on a full disk or a
+    kill); a missing folder or an unwritable file is one line, exit 2."""
+    import os
+
+    from ..util.atomic import write_file
+
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise UserError(f"{path}: the folder {folder!r} does not exist")
+    try:
+        write_file(path, text)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def options_for(rule_dirs: Sequence[str] = (), keep_going: bool = False, *, jobs: int | None = None,
                 no_cache: bool = False, scheduler: str | None = None, default_rules: bool = True,
-                **kw: Any) -> api.Options:
-    """The api options of a command's flags; skipped rule files are reported on stderr."""
+                config: Settings | None = None, **kw: Any) -> api.Options:
+    """The api options of a command's flags and the project configuration; skipped rule
+    files and user rules that replace shipped ones are said on stderr."""
     from .. import api
 
+    cfg = config if config is not None else settings()
     return api.Options(jobs=jobs, scheduler=scheduler, cache=not no_cache, rule_dirs=tuple(rule_dirs),
-                       default_rules=default_rules, keep_going=keep_going, on_rule_error=_skipped, **kw)
+                       default_rules=default_rules, keep_going=keep_going, on_rule_error=_skipped,
+                       on_rule_notice=_notice, config=cfg.rule_config(), **kw)
 
 
 def _skipped(e: Exception) -> None:
     click.echo(f"ncclsleuth: rule error: {e} (skipped)", err=True)
+
+
+def _notice(line: str) -> None:
+    click.echo(f"ncclsleuth: {line}", err=True)
 
 
 @contextmanager
@@ -125,28 +239,19 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except RuleError as exc:
-        raise UserError(f"{exc} (use --keep-going to skip broken rule files)") from None
+        raise UserError(f"{exc} (use --keep-going to skip broken rule files; 'ncclsleuth rules check DIR' "
+                        "lists every error)") from None
     except EngineError as exc:
         raise UserError(str(exc)) from None
 
 
-def load_rules(rule_dirs: Sequence[str] = (), keep_going: bool = False, default_rules: bool = True) -> list[Rule]:
+def load_rules(rule_dirs: Sequence[str] = (), keep_going: bool = False, default_rules: bool = True,
+               config: Settings | None = None) -> list[Rule]:
     """The rules of these flags, loaded now (commands that need them before reading any log)."""
     from .. import api
 
     with user_errors():
-        return api.load_rules(options_for(rule_dirs, keep_going, default_rules=default_rules))
-
-
-def write_output(path: str, text: str) -> None:
-    """Write a report to ``path`` atomically (the old file stays whole on a full disk or a
-    kill); a failure is one line and exit 2."""
-    from ..util.atomic import write_file
-
-    try:
-        write_file(path, text)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return api.load_rules(options_for(rule_dirs, keep_going, default_rules=default_rules, config=config))
 
 
 def echo_notices(notices: Sequence[dict[str, str]]) -> None:
@@ -162,7 +267,12 @@ def require_read(files_read: int, notices: Sequence[dict[str, str]], what: str =
 
 
 def exit_for(report: Report, fail_on: str) -> None:
-    """Exit 1 when a finding at or above ``fail_on`` exists, else 0."""
+    """Exit 3 when the inputs are not a log at all, 1 when a finding at or above ``fail_on``
+    exists, else 0."""
+    if not report.is_log:
+        from .exitcodes import EXIT_NOT_A_LOG
+
+        sys.exit(EXIT_NOT_A_LOG)
     if fail_on != "never":
         from ..rules.schema import Severity
 

@@ -9,7 +9,11 @@ from . import UserError, guard, main
 from .options import limit_options
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  ncclsleuth parse rank0.log --kinds comm_init,watchdog_timeout
+  ncclsleuth parse logs/ --format table | less -S
+""")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "table"]), default="jsonl", show_default=True)
 @click.option("--kinds", default=None, help="Comma-separated event kinds to print (default: all).")

@@ -9,7 +9,17 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import limit_options, load_rules, no_color_option, redact_option, rule_options
+from .options import (
+    color_option,
+    config_option,
+    limit_options,
+    load_rules,
+    redact_option,
+    rule_options,
+    settings,
+    terminal_width,
+    use_color,
+)
 
 _SEV = {"info": 0, "warning": 1, "error": 2}
 
@@ -44,6 +54,12 @@ class _Shown:
 
         return rep if self.r is None else redact(rep, self.r)
 
+    def plain(self, obj: Any) -> Any:
+        """A plain structure (what changed in a finding: its previous message, hosts) redacted."""
+        from ..report.redact import redact_plain
+
+        return obj if self.r is None else redact_plain(obj, self.r)
+
     def text(self, text: str) -> str:
         from ..report.redact import redact_text
 
@@ -60,7 +76,12 @@ class _Shown:
                              [self.r.sub(p) for p in w.paths], w.silence)
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  ncclsleuth watch runs/job-4812/                       # a live view of the job as it starts
+  ncclsleuth watch runs/job-4812/ --format jsonl        # new / updated / resolved findings for bots
+  ncclsleuth watch runs/job-4812/ --once                # the verdict now
+""")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--interval", type=click.FloatRange(0.05, 10.0), default=0.5, show_default=True,
               help="Seconds between polls (stat of every followed file; only changed files are read).")
@@ -72,18 +93,21 @@ class _Shown:
 @click.option("--format", "fmt", type=click.Choice(["live", "jsonl", "terminal", "json", "markdown"]),
               default="live", show_default=True,
               help="live: a rich view redrawn every poll (plain lines when stdout is not a terminal); "
-                   "jsonl: each new finding as one JSON line as soon as it appears; terminal/json/markdown: "
-                   "the analyze renderers (with --once, or when the watch stops).")
+                   "jsonl: one JSON line per event: new, updated (with what changed) or resolved, each with the "
+                   "finding's stable id; terminal/json/markdown: the analyze renderers (with --once, or when the "
+                   "watch stops).")
 @click.option("--exit-on", type=click.Choice(["error", "warning", "never"]), default="never", show_default=True,
               help="Stop with exit code 1 at the first finding of this severity or above.")
 @click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
 @rule_options
 @limit_options
 @redact_option
-@no_color_option
+@color_option
+@config_option
 @guard
 def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, fmt: str, exit_on: str,
-          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, redact: bool, no_color: bool) -> None:
+          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, redact: bool, color: str,
+          no_color: bool, config: str | None) -> None:
     """Follow the logs of a starting job (files or folders) and diagnose as lines arrive.
 
     New files in the folders are picked up as ranks start; only appended bytes are read;
@@ -96,33 +120,34 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     from ..renderers.live import finding_jsonl, finding_line, verdict_line
     from ..rules.findings import Finding
 
-    rules = load_rules(rule_dirs, keep_going)
+    rules = load_rules(rule_dirs, keep_going, config=settings(config))
     out = sys.stdout
-    color = not no_color and sys.stdout.isatty()
+    colored = use_color(color, no_color)
     t0 = time.time()
     shown = _Shown(redact)
 
-    def emit_jsonl(fd: Finding) -> None:
-        out.write(shown.text(finding_jsonl(shown.finding(fd), time.time() - t0)))
+    def emit_jsonl(event: str, fd: Finding, changed: dict[str, Any]) -> None:
+        out.write(shown.text(finding_jsonl(shown.finding(fd), time.time() - t0, event, shown.plain(changed))))
         out.flush()
 
-    def emit_plain(fd: Finding) -> None:
-        out.write(shown.text(finding_line(shown.finding(fd))))
+    def emit_plain(event: str, fd: Finding, changed: dict[str, Any]) -> None:
+        out.write(shown.text(finding_line(shown.finding(fd), event)))
         out.flush()
 
     live_tty = fmt == "live" and sys.stdout.isatty() and not once
     stream = {"jsonl": emit_jsonl, "live": None if live_tty else emit_plain}.get(fmt)
-    w = Watcher(list(paths), rules=rules, silence=silence or 0.0, on_finding=None if once else stream)
+    w = Watcher(list(paths), rules=rules, silence=silence or 0.0, on_event=None if once else stream)
     threshold = _SEV.get(exit_on)
 
     def final(code_from_findings: bool = True) -> None:
         rep = w.current_report()
         if fmt in ("terminal", "json", "markdown") or (fmt == "live" and once):
-            text = shown.text(render("terminal" if fmt == "live" else fmt, shown.report(rep), color=color))
-            click.echo(text, nl=not text.endswith("\n"))
+            opts = {"width": terminal_width()} if fmt in ("live", "terminal") else {}
+            text = shown.text(render("terminal" if fmt == "live" else fmt, shown.report(rep), color=colored, **opts))
+            click.echo(text, nl=not text.endswith("\n"), color=colored)
         elif fmt == "jsonl" and once:
             for fd in rep.findings:
-                emit_jsonl(fd)
+                emit_jsonl("new", fd, {})
         elif fmt == "live":
             click.echo(shown.text(verdict_line(shown.report(rep))))
         bad = any(_SEV.get(f.severity, 0) >= 1 for f in rep.findings)
@@ -143,7 +168,7 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
         from rich.console import Console
         from rich.live import Live
 
-        live = Live(shown.view(w), console=Console(no_color=no_color), refresh_per_second=4, transient=False)
+        live = Live(shown.view(w), console=Console(no_color=not colored), refresh_per_second=4, transient=False)
         live.start()
     try:
         while True:
@@ -152,6 +177,11 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
             if live is not None:
                 live.update(shown.view(w))
             if threshold is not None and any(_SEV.get(fd.severity, 0) >= threshold for fd in new):
+                for _ in range(3):  # a cause held back one poll (counts still arriving) is said before stopping
+                    if not w.pending:
+                        break
+                    time.sleep(interval)
+                    w.poll(force=True)
                 stop_code = EXIT_FINDINGS
                 break
             if deadline is not None and time.monotonic() >= deadline:

@@ -2,14 +2,18 @@
 
 The base (:mod:`.base`: the event class machinery, the registry of kinds) and the value
 records (:mod:`.values`) come first; the kinds are grouped by the program that prints
-them: :mod:`.nccl`, :mod:`.torch` (PyTorch distributed), :mod:`.nccltests` and
-:mod:`.generic` (tracebacks, exceptions, GPU errors, training steps, plain text).
+them: :mod:`.nccl`, :mod:`.torch` (PyTorch distributed), :mod:`.nccltests`, :mod:`.host` (the kernel,
+the driver, diagnostic tools, crash handlers, network plugins) and :mod:`.generic`
+(tracebacks, exceptions, GPU errors, training steps, plain text); :mod:`.flight` holds
+what is not a log line (Flight Recorder entries, ``ncclras`` reports).
 Importing this package registers every kind (``REGISTRY``: kind name -> class).
 """
 from __future__ import annotations
 
 from .base import ERROR_KINDS, REGISTRY, Event, ev, field_names, is_record, plain, register
+from .flight import *  # noqa: F403
 from .generic import *  # noqa: F403
+from .host import *  # noqa: F403
 from .nccl import *  # noqa: F403
 from .nccltests import *  # noqa: F403
 from .torch import *  # noqa: F403

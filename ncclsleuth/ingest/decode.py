@@ -155,12 +155,6 @@ def looks_binary(head: bytes) -> str | None:
     ctrl = len(head.translate(None, _NOT_CTRL)) - nul
     if ctrl > len(head) // 10:
         return "binary file"
-    # neither UTF-8 nor mostly ASCII (random bytes, an unknown compression, encrypted data): a
-    # Latin-1 log has a few accented letters, random bytes make ~45% replacement characters
-    if max(head) >= 0x80:
-        text = head.decode("utf-8", "replace")
-        if text.count("\ufffd") > len(text) * 0.3:
-            return "binary file"
     return None
 
 
@@ -169,7 +163,16 @@ def text_kind(head: bytes) -> str | None:
     sniff (UTF-16 with or without a byte-order mark is text)."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_le_no_bom(head):
         return None
-    return looks_binary(head)
+    why = looks_binary(head)
+    # neither UTF-8 nor mostly ASCII (random bytes, an unknown compression, encrypted data): a
+    # Latin-1 log has a few accented letters, random bytes make ~45% replacement characters.
+    # (The file readers read such a file and say it is not a log; a request body is refused
+    # before an analysis is spent on it.)
+    if why is None and head and max(head) >= 0x80:
+        text = head.decode("utf-8", "replace")
+        if text.count("\ufffd") > len(text) * 0.3:
+            return "binary data"
+    return why
 
 
 class _RawAdapter(io.RawIOBase):

@@ -7,6 +7,7 @@ merge its results in input order (:func:`~.merge.merge`).
 """
 from __future__ import annotations
 
+from ..ingest import dumps
 from ..ingest.blocks import BlockReader
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
@@ -21,6 +22,12 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     This is the unit of parallel work: it returns a compact per-file model (aggregates
     and the events rules look at), never the raw lines.
     """
+    form, inp = dumps.sniff(inp)  # opened once: the dump reader or the block reader reads on
+    if form in ("pickle", "json"):  # a Flight Recorder dump by its first bytes, not a text log
+        loaded = dumps.load(inp, form)
+        if not loaded.as_text:
+            return _dump_one(inp, loaded)
+        inp = dumps.as_log(inp, loaded)
     model = JobModel()
     reader = BlockReader(inp)
     src = inp.display
@@ -29,12 +36,43 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     fp = FileParser(src, shapes or worker_cache(cache), keep_text=False, use_catalog=False, sink=model)
     model.add_source(src)
     parse = fp.parse_block
+    ras = None
+    if form == "ras":  # an ncclras report: its lines have no prefix, its own parser reads them
+        from ..parse.rasreport import RasReportParser
+
+        ras = RasReportParser(src)
     for first, block in reader:
         parse(first, block)
+        if ras is not None:
+            for rev in ras.feed(first, block):
+                model.add(rev)
     for ev in fp.finish():
         model.add(ev)
     model.lines += reader.lines
     return model, reader.notices, bool(reader.lines or not reader.notices)
+
+
+def _dump_one(inp: InputFile, loaded: dumps.Loaded) -> tuple[JobModel, list[Notice], bool]:
+    """A Flight Recorder dump's own model: its records, folded when models merge
+    (:mod:`.flight`), or only its notice when it was refused."""
+    from ..parse.frdump import normalise
+    from .flight import FlightRecords
+
+    model = JobModel()
+    src = inp.display
+    model.add_source(src)
+    if loaded.data is None:
+        return model, loaded.notices, False
+    if loaded.form == "ras_json":  # ncclras -f json
+        from ..parse.rasreport import events_from_json
+
+        text = (loaded.text or b"").decode("utf-8", "replace")
+        for ev in events_from_json(loaded.data, text, src):
+            model.add(ev)
+        model.lines += text.count("\n")
+        return model, loaded.notices, True
+    model.flight = FlightRecords(pending=[normalise(loaded.data, src, loaded.form)])
+    return model, loaded.notices, True
 
 
 _CACHES: dict[bool, ShapeCache] = {}

@@ -9,6 +9,7 @@ from .. import events as E
 from ..events.nccl import via_fields
 
 if TYPE_CHECKING:
+    from .flight import FlightRecords
     from .live import LiveView
 
 #: Kinds folded into aggregates instead of being kept one by one.
@@ -126,8 +127,11 @@ class JobModel:
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
         self._source_hosts: tuple[int, dict[str, str]] | None = None
+        self._ip_hosts: tuple[int, dict[str, str]] | None = None
         #: what ``watch`` knows beyond the lines (when each process was last heard of); None elsewhere
         self.live: LiveView | None = None
+        #: the Flight Recorder dumps among the inputs (:mod:`.flight`); None when there are none
+        self.flight: FlightRecords | None = None
         #: rank states and hop aggregates over all communicators (for their bounds)
         self.n_ranks = 0
         self.n_hops = 0
@@ -246,6 +250,23 @@ class JobModel:
                     seen.setdefault(p.source, set()).add(p.host)
             self._source_hosts = (len(self.processes), {s: next(iter(h)) for s, h in seen.items() if len(h) == 1})
         return self._source_hosts[1]
+
+    def ip_hosts(self) -> dict[str, str]:
+        """IP address -> host, from the addresses each process's bootstrap and socket
+        interfaces bound; an address seen on two hosts (docker0's 172.17.0.1, loopback)
+        names none of them."""
+        if self._ip_hosts is None or self._ip_hosts[0] != len(self.processes):
+            seen: dict[str, set[str]] = {}
+            for p in self.processes.values():
+                if not p.host:
+                    continue
+                for i in (*p.bootstrap, *p.socket_ifaces):
+                    if i.addr:
+                        addr = i.addr.partition("<")[0].partition("%")[0]
+                        seen.setdefault(addr, set()).add(p.host)
+            self._ip_hosts = (len(self.processes), {a: next(iter(h)) for a, h in seen.items()
+                                                    if len(h) == 1 and not a.startswith("127.") and a != "::1"})
+        return self._ip_hosts[1]
 
     def order_key(self, ev: E.Event) -> tuple[int, int]:
         return (self._source_index.get(ev.source, len(self.sources)), ev.line)

@@ -57,6 +57,10 @@ def merge(into: JobModel, other: JobModel) -> None:
         mine_t = into.step_times.setdefault(step_key, [])
         mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
         into.step_evidence.setdefault(step_key, other.step_evidence[step_key])
+    if other.flight is not None:  # Flight Recorder dumps: folded here, per (group, seq)
+        from .flight import absorb
+
+        into.flight = absorb(into.flight, other.flight)
 
 
 def _merge_process(a: Process, b: Process) -> None:

@@ -4,7 +4,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..events import REGISTRY
 from .job import JobModel
+
+#: the kinds any program's output can hold (tracebacks, plain text, step times, ...): a
+#: file of only these is not the output of NCCL, PyTorch distributed or nccl-tests
+_GENERIC = frozenset(k for k, cls in REGISTRY.items() if cls.__module__.endswith(".generic"))
+
+
+def recognised_lines(model: JobModel) -> int:
+    """Lines NCCL, PyTorch distributed or nccl-tests wrote (0: not a log of theirs)."""
+    return sum(n for k, n in model.kind_counts.items() if k not in _GENERIC)
 
 
 def summarize(model: JobModel) -> dict[str, Any]:
@@ -37,9 +47,10 @@ def summarize(model: JobModel) -> dict[str, Any]:
     return {
         "files": len(model.sources),
         "lines": model.lines,
+        "recognised_lines": recognised_lines(model),
         "hosts": model.hosts,
         "processes": len(procs),
-        "ranks": nranks or len(launcher) or None,
+        "ranks": nranks or len(launcher) or _dump_ranks(model) or None,
         "nccl_versions": dict(sorted(versions.items())),
         "cuda_versions": dict(sorted(cuda.items())),
         "network": {k: sorted(v) for k, v in sorted(nets.items())},
@@ -49,3 +60,12 @@ def summarize(model: JobModel) -> dict[str, Any]:
         "nccltests_avg_busbw": [e.busbw for e in avg_bw][:8],  # type: ignore[attr-defined]
         "events": dict(sorted(model.kind_counts.items())),
     }
+
+
+def _dump_ranks(model: JobModel) -> int | None:
+    """The rank count of Flight Recorder dumps, where the inputs hold some."""
+    if model.flight is None:
+        return None
+    from .facts.flight import expected_world
+
+    return expected_world(model)

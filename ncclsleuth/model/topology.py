@@ -86,8 +86,38 @@ def analyze_topology(model: JobModel) -> list[CommTopology]:
             if c.rings or c.trees or c.hops]
 
 
+#: what ``topology --export`` writes, by suffix (.svg/.png through Graphviz's ``dot``)
+EXPORT_SUFFIXES = (".graphml", ".dot", ".gv", ".svg", ".png")
+
+
+class ExportError(ValueError):
+    """The graph cannot be written to that file (a suffix we do not write, no Graphviz)."""
+
+
 def export(t: CommTopology, path: str) -> None:
-    """GraphML (``.graphml``) or Graphviz DOT (anything else)."""
+    """GraphML (``.graphml``), Graphviz DOT (``.dot``/``.gv``), or SVG/PNG drawn by
+    Graphviz's ``dot`` when it is installed; any other suffix is refused."""
+    import os
+
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in EXPORT_SUFFIXES:
+        raise ExportError(f"{path}: cannot write {suffix or 'a file without suffix'} "
+                          f"(use {', '.join(EXPORT_SUFFIXES)})")
+    g = _plain_graph(t)
+    if suffix == ".graphml":
+        import networkx as nx
+
+        nx.write_graphml(g, path)
+        return
+    dot = _dot(t, g)
+    if suffix in (".dot", ".gv"):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(dot)
+        return
+    _draw(dot, suffix[1:], path)
+
+
+def _plain_graph(t: CommTopology) -> Any:
     import networkx as nx
 
     g: nx.DiGraph[int] = nx.DiGraph()
@@ -95,13 +125,30 @@ def export(t: CommTopology, path: str) -> None:
         g.add_node(n, **d)
     for a, b, d in t.graph.edges(data=True):
         g.add_edge(a, b, **{k: (str(v) if not isinstance(v, (int, float, str)) else v) for k, v in d.items()})
-    if path.endswith(".graphml"):
-        nx.write_graphml(g, path)
-        return
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(f'digraph "{t.comm}" {{\n')
-        for n, d in g.nodes(data=True):
-            fh.write(f'  {n} [label="{n}\\n{d.get("host", "")}"];\n')
-        for a, b, d in g.edges(data=True):
-            fh.write(f'  {a} -> {b} [label="{d.get("transport", d.get("kind", ""))}"];\n')
-        fh.write("}\n")
+    return g
+
+
+def _dot(t: CommTopology, g: Any) -> str:
+    lines = [f'digraph "{t.comm}" {{']
+    for n, d in g.nodes(data=True):
+        lines.append(f'  {n} [label="{n}\\n{d.get("host", "")}"];')
+    for a, b, d in g.edges(data=True):
+        lines.append(f'  {a} -> {b} [label="{d.get("transport", d.get("kind", ""))}"];')
+    return "\n".join(lines) + "\n}\n"
+
+
+def _draw(dot: str, fmt: str, path: str) -> None:
+    """The picture, by Graphviz (``dot -T{fmt}``); without Graphviz, say how to get it."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("dot")
+    if exe is None:
+        raise ExportError(f"{path}: writing .{fmt} needs Graphviz's 'dot' (apt-get install graphviz, "
+                          "brew install graphviz); .dot and .graphml need nothing")
+    try:
+        subprocess.run([exe, f"-T{fmt}", "-o", path], input=dot.encode(), check=True, capture_output=True,
+                       timeout=120)
+    except (subprocess.SubprocessError, OSError) as exc:
+        err = getattr(exc, "stderr", b"") or b""
+        raise ExportError(f"{path}: dot failed: {err.decode(errors='replace').strip() or exc}") from None

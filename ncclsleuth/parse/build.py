@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import events as E
 from ..events.nccl import as_int, via_fields
+from . import host as _host
 
 Fields = dict[str, Any]
 
@@ -408,6 +409,9 @@ def _special(rule: str, kind: str, f: Fields, pre: str) -> str:
     if rule == "sock_connect_maybe_retry":
         f["op"] = "connect"
         return "socket_retry" if "retrying" in f.get("error", "") else "socket_error"
+    pre_fix = _host.PRE_FIXERS.get(kind)
+    if pre_fix is not None and pre:
+        pre_fix(f, pre)
     if kind == "addr_in_use":
         _b_addr(f, rule)
     elif kind in ("nccl_error", "nccl_error_class", "exception") and pre:
@@ -571,6 +575,9 @@ _FIXERS: dict[str, Callable[[Fields], Any]] = {
     "ras_peer": _b_ras_peer,
     "pg_abort": _b_pg_abort,
 }
+# the lines around NCCL (kernel, driver, tools, crash handlers, plugins): parse/host.py
+ALIASES.update(_host.ALIASES)
+_FIXERS.update(_host.FIXERS)
 
 
 _CONVERTERS: dict[type, tuple[tuple[str, Any], ...]] = {}

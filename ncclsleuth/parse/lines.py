@@ -3,8 +3,10 @@
 One :class:`FileParser` per input stream.  It is stateful only where a meaning spans
 lines: a Python traceback becomes one event at its exception line, torchrun's
 ChildFailedError block gives its ``key : value`` lines their meaning, the line after
-PyTorch's ``Last error:`` is NCCL's last WARN, and a message hard-wrapped onto indented
-continuation lines is joined.
+PyTorch's ``Last error:`` is NCCL's last WARN, a message hard-wrapped onto indented
+continuation lines is joined, and a diagnostic tool's output (ibstat, nvidia-smi topo -m,
+systemctl status, a backtrace, ...) is read by its block reader (:mod:`.blocks`) from the
+line the grammar recognises as its start.
 
 Cheap filters first: an NCCL line is found with ``str.find``; any other line costs
 one anchor regex search, and only lines with an anchor reach the grammar.
@@ -12,13 +14,16 @@ one anchor regex search, and only lines with an anchor reach the grammar.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
 from .anchors import PREFILTER, STEP_START, anchor_starts
+from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache
@@ -156,6 +161,16 @@ class FileParser:
         self._last_error: set[int | None] = set()
         self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
+        #: the tool block open (ibstat, topo -m, ...) and what its reader may read back:
+        #: the last lines seen (line by line), or the block of text being scanned and the
+        #: end of the one before it (the fast path)
+        self._blocks = Blocks(source)
+        self._seen: deque[tuple[int, str]] = deque(maxlen=LOOKBACK)
+        self._btext: str | None = None
+        self._bpos = 0
+        self._tail = ""
+        self._tail_cut = False
+        self._lookbacks = 0
 
     # ------------------------------------------------------------------ public
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
@@ -167,8 +182,11 @@ class FileParser:
     def parse_line(self, lineno: int, text: str) -> list[E.Event]:
         self.stats.lines += 1
         if not self.keep_text and not self._open() and PREFILTER.search(text) is None:
+            self._seen.append((lineno, text))
             return []
-        return self._line(lineno, text)
+        out = self._line(lineno, text)
+        self._seen.append((lineno, text))
+        return out
 
     def parse_block(self, first: int, text: str) -> list[E.Event]:
         """Events of a block of whole lines (``\n``-separated) starting at line ``first``.
@@ -182,15 +200,18 @@ class FileParser:
         if self.keep_text:
             for i, line in enumerate(text.split("\n")):
                 put(self._line(first + i, line))
+                self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
         search = PREFILTER.search
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
+        self._btext = text
         while pos <= size:
             if self._open():  # line by line while a block is open
                 end = text.find("\n", pos)
                 end = size if end < 0 else end
+                self._bpos = pos
                 put(self._line(n, text[pos:end]))
                 n, pos = n + 1, end + 1
                 continue
@@ -203,14 +224,28 @@ class FileParser:
             n += text.count("\n", pos, start)
             end = text.find("\n", m.start())
             end = size if end < 0 else end
+            self._bpos = start
             put(self._line(n, text[start:end]))
             n, pos = n + 1, end + 1
+        self._btext = None
+        self._keep_tail(text)
         put(self._step_lines(first, text))
         return out
 
     def _open(self) -> bool:
         """True while a meaning spans lines: every line counts, keyword or not."""
-        return bool(self._tb or self._in_failure_block or self._tests or self._held is not None or self._last_error)
+        return bool(self._tb or self._in_failure_block or self._tests or self._held is not None or self._last_error
+                    or self._blocks.open is not None)
+
+    def _keep_tail(self, text: str) -> None:
+        """The end of the text scanned so far, for a block reader reading lines back."""
+        if len(text) >= LOOKBACK_CHARS:
+            self._tail, self._tail_cut = text[-LOOKBACK_CHARS:], len(text) > LOOKBACK_CHARS
+            return
+        tail = self._tail + "\n" + text if self._tail or self.stats.lines > text.count("\n") + 1 else text
+        if len(tail) > LOOKBACK_CHARS:
+            tail, self._tail_cut = tail[-LOOKBACK_CHARS:], True
+        self._tail = tail
 
     def _deliver(self, events: list[E.Event]) -> None:
         add = self.sink.add  # type: ignore[union-attr]  # only set with a sink
@@ -293,6 +328,17 @@ class FileParser:
         return []
 
     def _record_line(self, lineno: int, text: str) -> list[E.Event]:
+        closed: list[E.Event] = []
+        if self._blocks.open is not None:  # a tool's block (ibstat, topo -m, ...): its reader first
+            evs, mine = self._blocks.feed(lineno, text)
+            if mine:
+                self._count(evs)
+                return evs if evs or not self.keep_text else [E.Text(source=self.source, line=lineno, text=text)]
+            closed = evs  # the block ended before this line: its last events, then the line's
+        out = self._record_line_events(lineno, text)
+        return closed + out if closed else out
+
+    def _record_line_events(self, lineno: int, text: str) -> list[E.Event]:
         if self._templates and " NCCL INFO " in text:  # plain NCCL INFO lines: from the line's template
             hit = self.cache.line_fields(text)
             ev = self._from_raw(lineno, text, hit[0], hit[1]) if hit is not None else None
@@ -317,10 +363,48 @@ class FileParser:
                 out.append(ev)
                 k = ev.kind
                 self.stats.by_kind[k] = self.stats.by_kind.get(k, 0) + 1
+                if k in OPENERS:  # the first line of a tool's block: its reader takes the next lines
+                    evs = self._blocks.start(ev, partial(self._recent, lineno))
+                    self._count(evs)
+                    out.extend(evs)
         if len(records) == 1 and len(out) == 1 and records[0].family == "other" and self._holds(records[0], out[0]):
             self._held = _Held(lineno, text, records[0], out)
             return []
         return out
+
+    def _count(self, events: list[E.Event]) -> None:
+        by = self.stats.by_kind
+        for ev in events:
+            by[ev.kind] = by.get(ev.kind, 0) + 1
+
+    def _recent(self, lineno: int) -> list[tuple[int, str]]:
+        """The lines before line ``lineno`` a block reader may read back: the last
+        ``LOOKBACK`` of them, whole lines only, at most ``LOOKBACK_CHARS`` characters; the
+        same on the fast path (from the text being scanned and the end of the block before
+        it) as line by line."""
+        self._lookbacks += 1
+        if self._lookbacks > MAX_LOOKBACKS:  # a flood of headerless port lines: read none back
+            return []
+        if self._btext is not None:
+            start, cut = self._bpos, self._tail_cut
+            if start > 0:  # the lines of this block before the current one (and the block before)
+                before = self._tail + "\n" + self._btext[:start - 1] if self._tail else self._btext[:start - 1]
+            else:
+                before = self._tail
+            if len(before) > LOOKBACK_CHARS:
+                before, cut = before[-LOOKBACK_CHARS:], True
+            lines = before.split("\n") if before or start > 0 else []
+            if cut and lines:
+                lines = lines[1:]  # the first line may be cut
+            lines = lines[-LOOKBACK:]
+            pairs = [(lineno - len(lines) + i, ln) for i, ln in enumerate(lines)]
+        else:
+            pairs = list(self._seen)
+        total = sum(len(t) + 1 for _, t in pairs)
+        while pairs and total > LOOKBACK_CHARS:
+            total -= len(pairs[0][1]) + 1
+            pairs.pop(0)
+        return pairs
 
     # ------------------------------------------------------------------ text inside other text
     def _quoted(self, rec: Record, lineno: int, text: str, out: list[E.Event]
@@ -396,7 +480,7 @@ class FileParser:
                    dev=int(dev), level="INFO", **fields)
 
     def finish(self) -> list[E.Event]:
-        out: list[E.Event] = []
+        out: list[E.Event] = self._blocks.close()
         if self._held is not None:
             out.extend(self._held.events)
             self._held = None

@@ -15,8 +15,16 @@ import math
 from html import escape
 from typing import Any
 
-from . import host_runs
-from .markdown import summary_line, verdict_sentence, where
+from . import clip, evidence_lines, host_runs, init_progress_groups
+from .markdown import short_file, summary_line, verdict_sentence, where
+
+#: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
+LINK_CATEGORIES = frozenset({"ib_link_error", "network_blocked", "roce_gid", "wrong_interface", "socket_fallback",
+                             "gdr_peermem", "p2p_topology", "shm_limit"})
+#: categories of a job that hung or timed out in its collectives: the timeline shows each rank's last collective
+HANG_CATEGORIES = frozenset({"collective_desync", "collective_timeout", "peer_failure", "straggler"})
+#: above this many ranks the ring shows hosts (with their rank ranges), not ranks
+RANK_RING_MAX = 256
 
 TRANSPORT_COLORS = [  # (prefix, colour, legend label)
     ("P2P", "#2e7d32", "P2P / NVLink"),
@@ -28,6 +36,8 @@ TRANSPORT_COLORS = [  # (prefix, colour, legend label)
 ]
 UNKNOWN_COLOR = "#9e9e9e"
 HOT = "#d32f2f"
+#: rows of the init progress table (a host whose ranks failed alike is one row)
+MAX_INIT_GROUPS = 64
 PHASE_COLORS = {"kernels": "#90caf9", "alloc": "#ce93d8", "bootstrap": "#ef9a9a", "allgathers": "#ffcc80",
                 "topo": "#a5d6a7", "graphs": "#80deea", "connections": "#9fa8da", "rest": "#bcaaa4"}
 _EXTRA_PHASE = ["#e6ee9c", "#f48fb1", "#b0bec5", "#ffab91"]
@@ -57,6 +67,11 @@ vertical-align:top}th{background:var(--soft);font-weight:600}
 .note{color:var(--muted);font-style:italic}
 .fig{border:1px solid var(--line);border-radius:6px;padding:8px;margin:10px 0;overflow-x:auto}
 svg text{font-family:-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
+.fig svg{max-width:100%;height:auto}
+header.pm{display:flex;flex-wrap:wrap;gap:4px 24px;color:var(--muted);font-size:12px;border-bottom:1px solid var(--line);
+padding-bottom:8px;margin-bottom:12px}header.pm b{color:var(--fg)}
+header.pm code{font-size:11px;word-break:break-all}
+.rep{color:var(--muted);margin-left:6px}
 footer{margin-top:36px;color:var(--muted);font-size:12px}
 """
 
@@ -97,9 +112,12 @@ def _finding(i: int, f: Any) -> str:
         meta.append(_e(where(f)))
     if f.caused_by:
         meta.append(f"symptom of {_e(f.caused_by)}")
-    ev = "".join(f'<li><code class="loc">{_e(e.file)}:{e.line}</code><code>{_e(e.text.strip())}</code></li>'
-                 for e in f.evidence[:8])
-    more = max(f.evidence_total, len(f.evidence)) - len(f.evidence[:8])
+    ev = ""
+    lines, more = evidence_lines(f, 8)
+    for path, ln in lines:
+        rep = f'<span class="rep">{ln.times}{", " + _e(ln.who) if ln.who else ""}</span>' if ln.count > 1 else ""
+        ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code><code>{_e(ln.text.strip())}</code>'
+               f"{rep}</li>")
     if more > 0:
         ev += f'<li class="note">… {more} more line{"s" if more != 1 else ""}</li>'
     refs = ""
@@ -113,7 +131,7 @@ def _finding(i: int, f: Any) -> str:
 
 def _summary(report: Any) -> str:
     s = report.summary
-    rows = [("ranks / hosts", f"{s.get('ranks') or '?'} / {len(s.get('hosts') or [])}"),
+    rows = [("ranks / hosts", f"{s.get('ranks') or 'not logged'} / {len(s.get('hosts') or [])}"),
             ("files / lines", f"{s.get('files')} / {s.get('lines')}")]
     if s.get("nccl_versions"):
         rows.append(("NCCL", ", ".join(f"{k} ({n} process{'es' if n != 1 else ''})" for k, n in s["nccl_versions"].items())))
@@ -136,7 +154,7 @@ def _summary(report: Any) -> str:
         out.append("<table><tr><th>host</th><th>network</th></tr>")
         for h, nets in per_host.items():
             style = f' style="color:{HOT};font-weight:700"' if h in hot else ""
-            out.append(f"<tr><td{style}>{_e(h)}</td><td>{_e(', '.join(nets) or '?')}</td></tr>")
+            out.append(f"<tr><td{style}>{_e(h)}</td><td>{_e(', '.join(nets) or 'not logged')}</td></tr>")
         out.append("</table>")
     return "\n".join(out)
 
@@ -155,8 +173,16 @@ def _unexplained(report: Any) -> str:
 # ----------------------------------------------------------------------------- topology
 
 
-def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], size: int = 620) -> str:
-    """The communicator's ranks on a circle (ring order of channel 0), hops as coloured chords."""
+def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], size: int | None = None,
+             broken: bool = False, peer_hosts: set[str] | None = None) -> str:
+    """The communicator's ranks on a circle (ring order of channel 0), hops as coloured chords.
+
+    The culprit is drawn in red: its ranks (``hot_ranks``; without them every rank of
+    ``hot_hosts``) and the hosts they are on; with ``broken`` (a link is the culprit) the
+    hops from those ranks to other hosts (to ``peer_hosts`` when the finding names the
+    other end) are drawn broken.  The circle grows with the
+    ranks so that 64 ranks keep their numbers inside their nodes; above RANK_RING_MAX
+    ranks the hosts are drawn instead (:func:`host_ring_svg`)."""
     rings = comm.get("rings") or []
     ranks = sorted(int(r) for r in comm.get("ranks") or [])
     order = [int(r) for r in rings[0][1]] if rings else ranks
@@ -165,6 +191,13 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
     if n == 0:
         return ""
     rank_host = {int(k): v for k, v in (comm.get("rank_host") or {}).items()}
+    if n > RANK_RING_MAX:
+        return host_ring_svg(order, rank_host, comm, hot_hosts, hot_ranks)
+    size = size or (620 if n <= 32 else min(1100, 620 + 8 * (n - 32)))
+    host_level = not hot_ranks  # the culprit is a host (its band red), not ranks of it
+    hot_ranks = set(hot_ranks) or {r for r in order if rank_host.get(r) in hot_hosts}
+    hot_hosts = {rank_host[r] for r in hot_ranks if r in rank_host} or set(hot_hosts)
+    peers = set(peer_hosts or ()) - hot_hosts
     hops = list(comm.get("hops") or [])
     if not hops and rings:
         for _ch, o in rings:
@@ -189,16 +222,17 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
         a0 = pos[rs[0]][2] - math.pi / n * 0.9
         a1 = pos[rs[-1]][2] + math.pi / n * 0.9
         hot = h in hot_hosts or bool(hot_ranks & set(rs))
-        colour = HOT if hot else ("#607d8b" if gi % 2 == 0 else "#90a4ae")
+        band_hot = hot and host_level
+        colour = HOT if band_hot else ("#607d8b" if gi % 2 == 0 else "#90a4ae")
         large = 1 if a1 - a0 > math.pi else 0
         x0, y0 = cx + band * math.cos(a0), cy + band * math.sin(a0)
         x1, y1 = cx + band * math.cos(a1), cy + band * math.sin(a1)
         if len(groups) == 1:
             parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{band:.1f}" fill="none" stroke="{colour}" '
-                         f'stroke-width="{6 if hot else 4}"/>')
+                         f'stroke-width="{6 if band_hot else 4}"/>')
         else:
             parts.append(f'<path d="M{x0:.1f},{y0:.1f} A{band:.1f},{band:.1f} 0 {large} 1 {x1:.1f},{y1:.1f}" '
-                         f'fill="none" stroke="{colour}" stroke-width="{6 if hot else 4}" stroke-linecap="round">'
+                         f'fill="none" stroke="{colour}" stroke-width="{6 if band_hot else 4}" stroke-linecap="round">'
                          f"<title>{_e(h)}: ranks {rs[0]}–{rs[-1]}</title></path>")
         am = (a0 + a1) / 2
         lx, ly = cx + (band + 16) * math.cos(am), cy + (band + 16) * math.sin(am)
@@ -214,10 +248,16 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
         if a not in pos or b not in pos or a == b:
             continue
         colour, legend = transport_color(hop.get("transport"))
-        seen_transports[legend] = seen_transports.get(legend, 0) + 1
         step = (idx[b] - idx[a]) % n
         width = 2.0 + min(3.0, 0.5 * int(hop.get("channels") or 1))
         tip = f"{a} → {b}: {hop.get('transport') or 'ring order'}" + (" GDR" if hop.get("gdr") else "")
+        is_broken = (broken and bool({a, b} & hot_ranks) and rank_host.get(a) != rank_host.get(b)
+                     and (not peers or bool({rank_host.get(a), rank_host.get(b)} & peers)))
+        dash = ""
+        if is_broken:
+            colour, legend, width, dash = HOT, "broken hop (culprit's link)", 4.5, ' stroke-dasharray="7 4"'
+            tip += " — the culprit's link"
+        seen_transports[legend] = seen_transports.get(legend, 0) + 1
         if step in (1, n - 1) and n > 2:
             a0 = pos[a][2] if step == 1 else pos[b][2]  # the arc always runs clockwise
             a1 = a0 + 2 * math.pi / n
@@ -228,19 +268,22 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
             x0, y0, _ = pos[a]
             x1, y1, _ = pos[b]
             d = f"M{x0:.1f},{y0:.1f} Q{cx:.1f},{cy:.1f} {x1:.1f},{y1:.1f}"
-        parts.append(f'<path d="{d}" fill="none" stroke="{colour}" stroke-width="{width:.1f}" opacity="0.9">'
+        parts.append(f'<path d="{d}" fill="none" stroke="{colour}" stroke-width="{width:.1f}" opacity="0.9"{dash}>'
                      f"<title>{_e(tip)}</title></path>")
     # nodes
-    label_inside = node_r >= 9
+    label_inside = node_r >= 8
+    font = max(8.0, min(11.0, node_r * 1.15))
     for r in order:
         x, y, a = pos[r]
-        hot = r in hot_ranks or rank_host.get(r) in hot_hosts
+        hot = r in hot_ranks
         stroke = HOT if hot else "#37474f"
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r:.1f}" fill="{"#ffcdd2" if hot else "#fff"}" '
                      f'stroke="{stroke}" stroke-width="{2.2 if hot else 1.2}"><title>rank {r}'
                      f'{" on " + _e(rank_host[r]) if r in rank_host else ""}</title></circle>')
         if label_inside:
-            parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}" font-size="11" text-anchor="middle">{r}</text>')
+            bold = ' font-weight="700"' if hot else ""
+            parts.append(f'<text x="{x:.1f}" y="{y + font * 0.36:.1f}" font-size="{font:.1f}" text-anchor="middle"'
+                         f"{bold}>{r}</text>")
         elif n <= 128:
             lx, ly = cx + (radius + node_r + 9) * math.cos(a), cy + (radius + node_r + 9) * math.sin(a)
             parts.append(f'<text x="{lx:.1f}" y="{ly + 3:.1f}" font-size="8" text-anchor="middle" '
@@ -248,7 +291,8 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
     # legend
     lx, ly = size + 20, 30
     parts.append(f'<text x="{lx}" y="{ly}" font-size="13" font-weight="700">Transport</text>')
-    legend_items = [(c, lab) for _, c, lab in TRANSPORT_COLORS] + [(UNKNOWN_COLOR, "unknown")]
+    legend_items = [(c, lab) for _, c, lab in TRANSPORT_COLORS] + [(UNKNOWN_COLOR, "unknown"),
+                                                                   (HOT, "broken hop (culprit's link)")]
     for colour, lab in legend_items:
         if lab not in seen_transports:
             continue
@@ -258,13 +302,121 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
     if hot_hosts or hot_ranks:
         ly += 24
         parts.append(f'<circle cx="{lx + 12}" cy="{ly - 4}" r="6" fill="#ffebee" stroke="{HOT}" stroke-width="2.5"/>'
-                     f'<text x="{lx + 30}" y="{ly}" font-size="12">top finding</text>')
+                     f'<text x="{lx + 30}" y="{ly}" font-size="12">culprit: '
+                     f'{_e(_rank_words(hot_ranks) or ", ".join(sorted(hot_hosts)))}</text>')
     ly += 24
     parts.append(f'<text x="{lx}" y="{ly}" font-size="11" fill="#5f6b7a">{n} ranks, {len(groups)} host'
                  f'{"s" if len(groups) != 1 else ""}</text>')
     if comm.get("truncated"):
         parts.append(f'<text x="{lx}" y="{ly + 16}" font-size="11" fill="#5f6b7a">ring line was truncated in the log</text>')
     parts.append("</svg>")
+    return "".join(parts)
+
+
+def _rank_words(ranks: set[int]) -> str:
+    from ..model.stats import ranges
+
+    if not ranks:
+        return ""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ")
+
+
+def host_ring_svg(order: list[int], rank_host: dict[int, str], comm: dict[str, Any], hot_hosts: set[str],
+                  hot_ranks: set[int], size: int = 760) -> str:
+    """The summary view of a big ring (over RANK_RING_MAX ranks): one node per run of
+    ranks on a host, in ring order, with its rank range; the culprit's hosts in red and
+    named, the others named where there is room."""
+    groups = host_runs(order, rank_host)
+    hot_hosts = {rank_host[r] for r in hot_ranks if r in rank_host} or set(hot_hosts)
+    g = len(groups)
+    cx = cy = size / 2
+    radius = size / 2 - 120
+    node_r = max(2.5, min(12.0, 0.3 * 2 * math.pi * radius / g))
+    every = max(1, math.ceil(g / 48))  # at most ~48 names around the circle
+    parts = [f'<svg width="{size + 240}" height="{size}" viewBox="0 0 {size + 240} {size}" role="img" '
+             f'aria-label="hosts of communicator {_e(comm.get("key"))} in ring order">',
+             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{radius:.1f}" fill="none" stroke="#b0bec5" stroke-width="1.5"/>']
+    for i, (h, rs) in enumerate(groups):
+        a = -math.pi / 2 + 2 * math.pi * i / g
+        x, y = cx + radius * math.cos(a), cy + radius * math.sin(a)
+        hot = h in hot_hosts or bool(hot_ranks & set(rs))
+        tip = f"{h}: ranks {rs[0]}–{rs[-1]}" if len(rs) > 1 else f"{h}: rank {rs[0]}"
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r * (1.6 if hot else 1):.1f}" '
+                     f'fill="{"#ffcdd2" if hot else "#fff"}" stroke="{HOT if hot else "#546e7a"}" '
+                     f'stroke-width="{2.5 if hot else 1}"><title>{_e(tip)}</title></circle>')
+        if hot or i % every == 0:
+            lx, ly = cx + (radius + node_r + 12) * math.cos(a), cy + (radius + node_r + 12) * math.sin(a)
+            anchor = "start" if math.cos(a) > 0.2 else ("end" if math.cos(a) < -0.2 else "middle")
+            label = f"{h} ({rs[0]}–{rs[-1]})" if len(rs) > 1 else f"{h} ({rs[0]})"
+            weight = ' font-weight="700"' if hot else ""
+            parts.append(f'<text x="{lx:.1f}" y="{ly + 4:.1f}" font-size="{12 if hot else 9}" text-anchor="{anchor}" '
+                         f'fill="{HOT if hot else "#546e7a"}"{weight}>{_e(label)}</text>')
+    lx = size + 20
+    parts.append(f'<text x="{lx}" y="30" font-size="13" font-weight="700">Summary view</text>'
+                 f'<text x="{lx}" y="50" font-size="11" fill="#5f6b7a">{len(order):,} ranks on {g:,} host runs;</text>'
+                 f'<text x="{lx}" y="64" font-size="11" fill="#5f6b7a">one node per host, in ring order</text>')
+    if hot_hosts:
+        parts.append(f'<circle cx="{lx + 8}" cy="86" r="7" fill="#ffcdd2" stroke="{HOT}" stroke-width="2.5"/>'
+                     f'<text x="{lx + 22}" y="90" font-size="12">culprit: '
+                     f'{_e(_rank_words(hot_ranks) or ", ".join(sorted(hot_hosts)))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def collectives_svg(rows: list[dict[str, Any]], hot_ranks: set[int], width: int = 940, max_rows: int = 128) -> str:
+    """A hang's timeline: per rank, the last collective it completed (and the one it
+    timed out in), and when it wrote its last line -- the rank that stopped early, or
+    never reached the collective the others wait in, stands out."""
+    if not rows:
+        return ""
+    completed = [r["last_completed"] for r in rows if r.get("last_completed") is not None]
+    low = min(completed) if completed else None
+    odd = {r["rank"] for r in rows if low is not None and r.get("last_enqueued") is not None
+           and completed and r["last_enqueued"] <= low and max(completed) >= low}
+    marked = set(hot_ranks) or odd
+    if len(rows) > max_rows:  # the marked ranks and their neighbours, then an even sample
+        keep = {r["rank"] for r in rows if r["rank"] in marked}
+        step = math.ceil(len(rows) / max_rows)
+        keep |= {r["rank"] for i, r in enumerate(rows) if i % step == 0}
+        rows = [r for r in rows if r["rank"] in keep][:max_rows]
+    timed = [r["last_s"] for r in rows if r.get("last_s") is not None]
+    end = max(timed) if timed else 0.0
+    row_h = 16 if len(rows) <= 40 else 10
+    left, top, right = 150, 40, 290
+    plot_w = width - left - right
+    scale = plot_w / end if end > 0 else 0.0
+    height = top + row_h * len(rows) + 56
+    size = 10 if row_h >= 16 else 8
+    parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="last collective and last line of each rank">',
+             f'<text x="{left}" y="{top - 22}" font-size="11" fill="#5f6b7a">bar: when the rank wrote its last line, '
+             f'seconds after the first rank\'s last line (0 – {_f(round(end, 2))} s); text: its last collective</text>']
+    for i, r in enumerate(rows):
+        y = top + i * row_h
+        hot = r["rank"] in marked
+        colour = HOT if hot else "#37474f"
+        weight = ' font-weight="700"' if hot else ""
+        who = f"rank {r['rank']}" + (f" · {r['host']}" if r.get("host") else "")
+        bits = []
+        if r.get("last_completed") is not None:
+            bits.append(f"completed #{r['last_completed']}")
+        if r.get("timeout_seq") is not None:
+            bits.append(f"timed out in #{r['timeout_seq']}" + (f" {r['op']}" if r.get("op") else ""))
+        elif r.get("last_enqueued") is not None:
+            bits.append(f"never started #{r['last_enqueued'] + 1}" if hot and r["rank"] in odd
+                        else f"last enqueued #{r['last_enqueued']}")
+        parts.append(f'<text x="{left - 8}" y="{y + row_h - 4}" font-size="{size}" text-anchor="end" '
+                     f'fill="{colour}"{weight}>{_e(who)}</text>')
+        w = max(2.0, (r.get("last_s") or 0.0) * scale)
+        if r.get("last_s") is not None:
+            parts.append(f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row_h - 4}" '
+                         f'fill="{"#ef9a9a" if hot else "#90caf9"}"><title>rank {r["rank"]}: last line at '
+                         f'+{r["last_s"]} s</title></rect>')
+        parts.append(f'<text x="{left + plot_w + 10}" y="{y + row_h - 4}" font-size="{size}" fill="{colour}"'
+                     f'{weight}>{_e(", ".join(bits))}</text>')
+    ly = top + row_h * len(rows) + 30
+    parts.append(f'<text x="{left}" y="{ly}" font-size="11" fill="#5f6b7a">{len(rows)} ranks; red: '
+                 f'{_e(_rank_words(marked) or "none")} (the culprit, or behind the others)</text></svg>')
     return "".join(parts)
 
 
@@ -306,7 +458,7 @@ def timeline_svg(init: list[dict[str, Any]], hot_hosts: set[str], hot_ranks: set
     prev_host = None
     for i, r in enumerate(rows):
         y = top + i * row_h
-        host = r.get("host") or "?"
+        host = r.get("host") or "host not logged"
         hot = r["rank"] in hot_ranks or host in hot_hosts
         if host != prev_host and i:
             parts.append(f'<line x1="4" y1="{y}" x2="{width - 4}" y2="{y}" stroke="#b0bec5" stroke-width="0.8"/>')
@@ -361,13 +513,85 @@ def _nice_step(raw: float) -> float:
 # ----------------------------------------------------------------------------- page
 
 
+def _header(report: Any, figures: dict[str, Any] | None, header: dict[str, Any] | None) -> str:
+    """When the job failed (its first error line's time), the tool's version, the inputs
+    and the command line that made this page."""
+    from .. import __version__
+
+    bits = []
+    failed = (figures or {}).get("failed_at")
+    if failed:
+        bits.append(f"<span><b>Job failed:</b> {_e(failed)} (first error line)</span>")
+    elif report.verdict is not None and figures is not None:
+        bits.append("<span><b>Job failed:</b> when, the logs do not say (no timestamps)</span>")
+    elif report.verdict is None:
+        bits.append("<span><b>Job:</b> no failure found</span>")
+    bits.append(f"<span><b>ncclsleuth</b> {_e(__version__)}</span>")
+    s = report.summary
+    bits.append(f"<span><b>Read:</b> {s.get('files', 0)} files, {s.get('lines', 0):,} lines</span>")
+    if header:
+        inputs = header.get("inputs") or []
+        if inputs:
+            bits.append("<span><b>Inputs:</b> " + ", ".join(f"<code>{_e(i)}</code>" for i in inputs[:6])
+                        + (f" and {len(inputs) - 6} more" if len(inputs) > 6 else "") + "</span>")
+        if header.get("command"):
+            bits.append(f"<span><b>Command:</b> <code>{_e(header['command'])}</code></span>")
+    return '<header class="pm">' + "".join(bits) + "</header>"
+
+
+def _timeline(report: Any, figures: dict[str, Any] | None, hot_hosts: set[str], hot_ranks: set[int]) -> list[str]:
+    """The timeline the failure calls for: each rank's last collective and last line for a
+    hang or timeout, the init phases otherwise."""
+    v = report.verdict
+    rows = (figures or {}).get("collectives") or []
+    if figures is not None and rows and v is not None and v.category in HANG_CATEGORIES:
+        svg = collectives_svg(rows, hot_ranks)
+        return ["<h2>Last collective per rank</h2>",
+                '<p class="note">The job hung in a collective: what each rank completed last, where it timed out, and '
+                "when it wrote its last line.</p>", f'<div class="fig">{svg}</div>']
+    svg = timeline_svg((figures or {}).get("init") or [], hot_hosts, hot_ranks) if figures is not None else ""
+    if svg:
+        return ["<h2>Init timeline</h2>", f'<div class="fig">{svg}</div>']
+    progress = (figures or {}).get("init_progress") or []
+    if progress:
+        return ["<h2>Init progress</h2>", init_progress_table(progress, hot_hosts, hot_ranks)]
+    return ["<h2>Init timeline</h2>", '<p class="note">No init timings or Init START/COMPLETE timestamps in the logs.</p>']
+
+
+def init_progress_table(rows: list[dict[str, Any]], hot_hosts: set[str], hot_ranks: set[int]) -> str:
+    """Init never completed (no timings to draw): one table row per run of ranks on a host
+    that got as far and logged the same first error, the culprit's red."""
+    from ..model.stats import ranges
+
+    done = sum(1 for r in rows if r["completed"])
+    out = [f'<p class="note">Init completed on {done} of {len(rows)} ranks: how far each rank got, and the first '
+           "error its process logged.</p>",
+           "<table><tr><th>host</th><th>ranks</th><th>Init START</th><th>Init COMPLETE</th><th>first error</th></tr>"]
+    groups = init_progress_groups(rows)
+    for g in groups[:MAX_INIT_GROUPS]:
+        hot = bool(g.ranks & hot_ranks) or g.host in hot_hosts
+        style = f' style="color:{HOT};font-weight:700"' if hot else ""
+        first = g.first
+        err = (f'<span class="loc">{_e(short_file(first["source"] or ""))}:{first["line"]}</span>'
+               f'<br><code>{_e(clip(first["error"], 240))}</code>' if first.get("error") else "none logged")
+        out.append(f"<tr><td{style}>{_e(g.host or 'host not logged')}</td><td{style}>{_e(ranges(g.ranks, ', '))}</td>"
+                   f"<td>{'yes' if first['started'] else 'not logged'}</td><td>{'yes' if first['completed'] else 'no'}"
+                   f"</td><td>{err}</td></tr>")
+    if len(groups) > MAX_INIT_GROUPS:
+        out.append(f'<tr><td colspan="5" class="note">… {len(groups) - MAX_INIT_GROUPS} more groups of ranks</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def render(report: Any, color: bool = False, figures: dict[str, Any] | None = None, title: str | None = None,
-           **_: Any) -> str:
+           header: dict[str, Any] | None = None, **_: Any) -> str:
     v = report.verdict
     hot_hosts = set(v.hosts) if v else set()
     hot_ranks = set(v.ranks) if v else set()
+    broken = v is not None and v.category in LINK_CATEGORIES
     page_title = title or ("NCCL post-mortem: " + (v.title if v else "no problem found"))
-    body = [_verdict(report), f'<p class="note">{_e(summary_line(report.summary))}</p>', "<h2>Findings</h2>"]
+    body = [_header(report, figures, header), _verdict(report), f'<p class="note">{_e(summary_line(report.summary))}</p>',
+            "<h2>Findings</h2>"]
     body += [_finding(i, f) for i, f in enumerate(report.findings, 1)] or ['<p class="note">No rule fired.</p>']
     body += ["<h2>Job summary</h2>", _summary(report)]
     body.append("<h2>Topology</h2>")
@@ -376,18 +600,16 @@ def render(report: Any, color: bool = False, figures: dict[str, Any] | None = No
     else:
         drawn = 0
         for c in (figures.get("comms") or [])[:4]:
-            svg = ring_svg(c, hot_hosts, hot_ranks)
+            svg = ring_svg(c, hot_hosts, hot_ranks, broken=broken, peer_hosts=set(getattr(v, "peer_hosts", ())))
             if svg:
                 drawn += 1
+                n = c.get("nranks") or len(c.get("ranks") or [])
                 body.append(f'<div class="fig"><div><b>Communicator {_e(c.get("key"))}</b> '
-                            f'({_e(c.get("nranks") or "?")} ranks; ring of channel 0 and every hop the log shows)</div>'
+                            f'({_e(n)} ranks; ring of channel 0 and every hop the log shows)</div>'
                             f"{svg}</div>")
         if not drawn:
             body.append('<p class="note">The logs print no ring or connection lines (NCCL_DEBUG=INFO shows them).</p>')
-    body.append("<h2>Init timeline</h2>")
-    svg = timeline_svg((figures or {}).get("init") or [], hot_hosts, hot_ranks) if figures is not None else ""
-    body.append(f'<div class="fig">{svg}</div>' if svg else
-                '<p class="note">No init timings or Init START/COMPLETE timestamps in the logs.</p>')
+    body += _timeline(report, figures, hot_hosts, hot_ranks)
     body += ["<h2>Unexplained warnings</h2>", _unexplained(report)]
     if report.notices:
         body.append("<h2>Input notices</h2><ul>" + "".join(

@@ -12,14 +12,23 @@ from ..report import Report
 from ..rules.findings import Finding
 
 
-def finding_jsonl(fd: Finding, elapsed_s: float) -> str:
-    """One finding as a JSON line, with the seconds since the watch started."""
-    return json.dumps({"t": round(elapsed_s, 3), **fd.to_dict()}, ensure_ascii=False) + "\n"
+def finding_jsonl(fd: Finding, elapsed_s: float, event: str = "new", changed: dict[str, Any] | None = None) -> str:
+    """One event about a finding as a JSON line: ``event`` (new, updated, resolved), the
+    finding's stable ``id``, the seconds since the watch started, the finding; for
+    ``updated`` the names of the fields that ``changed`` and what they ``were``."""
+    head: dict[str, Any] = {"event": event, "id": fd.id, "t": round(elapsed_s, 3)}
+    if event == "updated":
+        head["changed"] = sorted(changed or {})
+        head["was"] = dict(sorted((changed or {}).items()))
+    if event == "resolved":
+        return json.dumps({**head, "rule_id": fd.rule_id, "title": fd.title}, ensure_ascii=False) + "\n"
+    return json.dumps({**head, **fd.to_dict()}, ensure_ascii=False) + "\n"
 
 
-def finding_line(fd: Finding) -> str:
+def finding_line(fd: Finding, event: str = "new") -> str:
     """One finding as a plain line (live view when stdout is not a terminal)."""
-    return f"[{time.strftime('%H:%M:%S')}] {fd.severity.upper()} {fd.rule_id}: {fd.title}\n"
+    tag = "" if event == "new" else f"{event.upper()} "
+    return f"[{time.strftime('%H:%M:%S')}] {tag}{fd.severity.upper()} {fd.rule_id}: {fd.title}\n"
 
 
 def verdict_line(report: Report) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import host_runs
+from . import evidence_lines, host_runs
 
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
@@ -54,14 +54,16 @@ def short_file(path: str) -> str:
 def summary_line(s: dict[str, Any]) -> str:
     """One line: ranks, hosts, NCCL versions, network, files/lines."""
     hosts = s.get("hosts") or []
-    bits = [f"{s.get('ranks') or '?'} ranks on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"]
+    ranks = s.get("ranks")
+    on = f" on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+    bits = [(f"{ranks} ranks" if ranks else "ranks not logged") + on]
     vers = s.get("nccl_versions") or {}
     if vers:
         bits.append("NCCL " + ", ".join(f"{k} ({v})" if len(vers) > 1 else k for k, v in vers.items()))
     nets = s.get("network") or {}
     if nets:
         bits.append("network " + ", ".join(f"{k} ({len(v)} host{'s' if len(v) != 1 else ''})" for k, v in nets.items()))
-    bits.append(f"{s.get('files', '?')} files / {s.get('lines', '?')} lines")
+    bits.append(f"{s.get('files', 0)} files / {s.get('lines', 0)} lines")
     return " · ".join(bits)
 
 
@@ -83,6 +85,27 @@ def code(text: str) -> str:
 def fence(text: str, lang: str = "") -> str:
     mark = "~~~" if "```" in text else "```"
     return f"{mark}{lang}\n{text.rstrip()}\n{mark}"
+
+
+def init_progress_md(rows: list[dict[str, Any]]) -> list[str]:
+    """Init never completed: how far each host's ranks got and the first error they logged."""
+    from ..model.stats import ranges
+    from . import clip, init_progress_groups
+
+    done = sum(1 for r in rows if r["completed"])
+    out = ["## Init progress", "", f"Init completed on {done} of {len(rows)} ranks.", "",
+           "| host | ranks | Init START | Init COMPLETE | first error |", "|---|---|---|---|---|"]
+    groups = init_progress_groups(rows)
+    for g in groups[:64]:
+        f = g.first
+        err = (f"`{short_file(f['source'] or '')}:{f['line']}` `{clip(f['error'], 160).replace('|', '¦')}`"
+               if f.get("error") else "none logged")
+        started = "yes" if f["started"] else "not logged"
+        out.append(f"| {g.host or 'host not logged'} | {ranges(g.ranks, ', ')} | {started}"
+                   f" | {'yes' if f['completed'] else 'no'} | {err} |")
+    if len(groups) > 64:
+        out.append(f"\n_… {len(groups) - 64} more groups of ranks_")
+    return [*out, ""]
 
 
 def cut(text: str, n: int) -> str:
@@ -167,7 +190,7 @@ def _fit(parts: list[str], tail: list[str], max_chars: int, left_findings: int) 
 def render(report: Any, color: bool = False, max_chars: int | None = DEFAULT_MAX_CHARS, max_findings: int = 3,
            postmortem: bool = False, figures: dict[str, Any] | None = None, **_: Any) -> str:
     if postmortem:
-        return render_postmortem(report, figures)
+        return render_postmortem(report, figures, _.get("header"))
     max_chars = DEFAULT_MAX_CHARS if max_chars is None else max_chars
     parts = [_verdict_md(report)]
     shown = report.findings[:max_findings]
@@ -248,10 +271,20 @@ def mermaid_gantt(init: list[dict[str, Any]], limit: int = 64) -> str:
     return "\n".join(out)
 
 
-def render_postmortem(report: Any, figures: dict[str, Any] | None = None) -> str:
+def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
+                      header: dict[str, Any] | None = None) -> str:
+    from .. import __version__
+
     s = report.summary
     v = report.verdict
-    out = ["# NCCL job post-mortem", "", "## Verdict", "", _verdict_md(report)]
+    head = [f"ncclsleuth {__version__}"]
+    if (figures or {}).get("failed_at"):
+        head.insert(0, f"job failed {figures['failed_at']} (first error line)")  # type: ignore[index]
+    if header and header.get("inputs"):
+        head.append("inputs " + ", ".join(code(str(i)) for i in header["inputs"][:6]))
+    if header and header.get("command"):
+        head.append("command " + code(str(header["command"])))
+    out = ["# NCCL job post-mortem", "", "_" + " · ".join(head) + "_", "", "## Verdict", "", _verdict_md(report)]
     if v is not None:
         out += ["", " ".join(v.message.split())]
     out += ["", "## Findings", ""]
@@ -264,15 +297,17 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None) -> str
                    + (f" · {where(f)}" if where(f) else "") + (f" · symptom of {f.caused_by}" if f.caused_by else "")
                    + "_")
         out += ["", " ".join(f.message.split()), "", "Evidence:", ""]
-        for e in f.evidence[:6]:
-            out.append(f"- {code(f'{e.file}:{e.line}')} {code(cut(e.text.strip(), 400))}")
-        if f.evidence_total > 6:
-            out.append(f"- _… {f.evidence_total - 6} more lines_")
+        lines, more = evidence_lines(f, 6)
+        for path, ln in lines:
+            rep = f" _({ln.times}{', ' + ln.who if ln.who else ''})_" if ln.count > 1 else ""
+            out.append(f"- {code(f'{path}:{ln.line}')} {code(cut(ln.text.strip(), 400))}{rep}")
+        if more > 0:
+            out.append(f"- _… {more} more lines_")
         out += ["", "Fix:", "", fence(f.fix.strip()), ""]
         if f.references:
             out += ["References: " + ", ".join(f"<{u}>" if u.startswith("http") else u for u in f.references), ""]
     out += ["## Job summary", "", "| | |", "|---|---|",
-            f"| ranks / hosts | {s.get('ranks') or '?'} / {len(s.get('hosts') or [])} |",
+            f"| ranks / hosts | {s.get('ranks') or 'not logged'} / {len(s.get('hosts') or [])} |",
             f"| files / lines | {s.get('files')} / {s.get('lines')} |"]
     if s.get("nccl_versions"):
         out.append("| NCCL | " + ", ".join(f"{k} ({n})" for k, n in s["nccl_versions"].items()) + " |")
@@ -300,7 +335,10 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None) -> str
     if g:
         out += ["## Init timeline", "", g, ""]
         slow = max((r for r in init if r.get("duration") is not None), key=lambda r: r["duration"])
-        out += [f"Slowest: rank {slow['rank']} on {slow.get('host') or '?'}, {slow['duration']:.2f} s.", ""]
+        on = f" on {slow['host']}" if slow.get("host") else ""
+        out += [f"Slowest: rank {slow['rank']}{on}, {slow['duration']:.2f} s.", ""]
+    elif (figures or {}).get("init_progress"):
+        out += init_progress_md((figures or {})["init_progress"])
     out += ["## Unexplained warnings", ""]
     if not report.unexplained:
         out.append("None: every warning/error line is explained by a finding above.")

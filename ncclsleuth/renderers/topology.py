@@ -14,7 +14,7 @@ def render(tops: Sequence[CommTopology], fmt: str = "text") -> str:
         return "No ring, tree or connection lines in these logs (NCCL_DEBUG=INFO prints them at init)."
     out: list[str] = []
     for t in tops:
-        out.append(f"communicator {t.comm}: {t.nranks or '?'} ranks, {len(set(t.hosts.values()))} host(s)")
+        out.append(f"communicator {t.comm}: {t.nranks or len(t.hosts)} ranks, {len(set(t.hosts.values()))} host(s)")
         out.append("  hops: " + (", ".join(f"{k} {v}" for k, v in sorted(t.hops.items())) or "none logged"))
         out.append(f"  rings checked: {t.rings_checked}" + (f"; problems: {'; '.join(t.ring_problems)}"
                                                             if t.ring_problems else ", all visit every rank once"))

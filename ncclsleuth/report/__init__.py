@@ -21,6 +21,14 @@ from ..rules.schema import Rule
 from ..util.gcpause import paused
 
 SCHEMA_VERSION = "1.0"
+#: what a report of something that is not a log says, and how to get one
+NOT_A_LOG = "not a log: no line of NCCL, PyTorch distributed or nccl-tests was found"
+HOW_TO_GET_A_LOG = (
+    "Run the job with NCCL_DEBUG=INFO (NCCL prints its version, interfaces, rings and every WARN) and "
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL with TORCH_CPP_LOG_LEVEL=INFO (PyTorch's process-group and watchdog lines), "
+    "then give ncclsleuth what every rank printed: torchrun writes it to its console, or one file per rank with "
+    "--log-dir DIR --redirects 3 --tee 3; Slurm writes slurm-<jobid>.out (srun --output=%x-%j-%t.out for one "
+    "file per task); mpirun writes to its stdout (--output-filename DIR for one file per rank).")
 _DIGITS = re.compile(r"\d+")
 MAX_UNEXPLAINED = 200
 
@@ -42,9 +50,17 @@ class Report:
     def verdict(self) -> Finding | None:
         return self.findings[0] if self.findings else None
 
+    @property
+    def is_log(self) -> bool:
+        """Whether the inputs hold anything NCCL, PyTorch distributed or nccl-tests wrote
+        (or anything a rule diagnosed, or a problem line to list): "hello world" or random
+        bytes are not."""
+        return bool(self.findings or self.unexplained) or bool(self.summary.get("recognised_lines", 1))
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION,
-                "verdict": self.findings[0].title if self.findings else "no problem found",
+                "verdict": self.findings[0].title if self.findings else
+                ("no problem found" if self.is_log else NOT_A_LOG),
                 "findings": [f.to_dict() for f in self.findings],
                 "unexplained": [e.to_dict() for e in self.unexplained],
                 "unexplained_total": self.unexplained_total,
@@ -80,4 +96,4 @@ def _unexplained(rest: list[Any], model: JobModel) -> list[Evidence]:
         chosen = {id(e) for e in picked}
         picked += [e for e in rest if id(e) not in chosen][: MAX_UNEXPLAINED - len(picked)]
     picked.sort(key=model.order_key)
-    return [Evidence(ev.source, ev.line, ev.text) for ev in picked]
+    return [Evidence(ev.source, ev.line, ev.text, ev.rank) for ev in picked]

@@ -419,7 +419,8 @@ def collect_report(r: Redactor, report: Report) -> Redactor:
             r.add_host(h)
     texts: list[str] = []
     for f in report.findings:
-        texts += [f.title, f.message, f.fix] + [e.text for e in f.evidence] + [e.file for e in f.evidence]
+        texts += [f.title, f.message, f.fix] + [e.text for e in (*f.evidence, *f.shown)]
+        texts += [e.file for e in (*f.evidence, *f.shown)]
         texts += [s for s, _ in f.explained]
     texts += [e.text for e in report.unexplained] + [e.file for e in report.unexplained]
     texts += _strings(report.notices) + _strings(report.summary)
@@ -442,7 +443,7 @@ def redact(report: Report, redactor: Redactor | None = None) -> Report:
     figures = redact_figures(report.figures, r)  # collect the figures' identifiers before applying
 
     def ev(e: Evidence) -> Evidence:
-        return Evidence(r.sub(e.file), e.line, r.sub(e.text))
+        return replace(e, file=r.sub(e.file), text=r.sub(e.text))  # rank and repeat counts kept
 
     findings = [redact_finding(f, r) for f in report.findings]
     return Report(findings=findings, unexplained=[ev(e) for e in report.unexplained], summary=r.deep(report.summary),
@@ -455,10 +456,15 @@ def redact_finding(f: Finding, r: Redactor) -> Finding:
     findings one at a time as they appear, with one table for the whole watch."""
     for h in f.hosts:
         r.add_host(h)
-    for t in [f.title, f.message, f.fix, *(e.text for e in f.evidence), *(e.file for e in f.evidence)]:
+    shown = (*f.evidence, *f.shown)
+    for t in [f.title, f.message, f.fix, *(e.text for e in shown), *(e.file for e in shown)]:
         r.collect(t)
+
+    def ev(e: Evidence) -> Evidence:
+        return replace(e, file=r.sub(e.file), text=r.sub(e.text))  # rank and repeat counts kept
+
     return replace(f, title=r.sub(f.title), message=r.sub(f.message), fix=r.sub(f.fix),
-                   evidence=[Evidence(r.sub(e.file), e.line, r.sub(e.text)) for e in f.evidence],
+                   evidence=[ev(e) for e in f.evidence], shown=[ev(e) for e in f.shown],
                    hosts=[r.sub(h) for h in f.hosts], explained={(r.sub(s), n) for s, n in f.explained})
 
 
@@ -476,7 +482,7 @@ def redact_figures(figures: dict[str, Any] | None, redactor: Redactor) -> dict[s
     for c in figures.get("comms") or []:
         for h in (c.get("rank_host") or {}).values():
             redactor.add_host(h)
-    for row in figures.get("init") or []:
+    for row in (*(figures.get("init") or ()), *(figures.get("init_progress") or ())):
         redactor.add_host(row.get("host"))
     for s in _strings(figures):
         redactor.collect(s)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..util.yamldocs import YamlFileError, cached_docs, read_yaml, save_docs
-from .schema import Rule, RuleError, validate
+from .schema import Rule, RuleError, check, validate
 
 
 def default_rule_dir() -> Path:
@@ -61,3 +61,33 @@ def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = Fals
             save_docs("rules", folder, paths, fresh)
     rules.sort(key=lambda r: r.id)
     return rules, errors
+
+
+def check_rules(dirs: Iterable[str | Path]) -> tuple[int, list[RuleError]]:
+    """Every error of every rule file under ``dirs`` (``ncclsleuth rules check``): the
+    files read afresh, each error with its file, line and key.  Returns (files, errors)."""
+    from ..util.yamldocs import key_lines, line_of
+
+    errors: list[RuleError] = []
+    seen: dict[str, str] = {}
+    files = 0
+    for folder in (Path(d) for d in dirs):
+        if not folder.is_dir():
+            errors.append(RuleError(str(folder), "rule folder not found"))
+            continue
+        for path in sorted(folder.rglob("*.yaml")):
+            files += 1
+            try:
+                doc = read_yaml(path)
+            except YamlFileError as exc:
+                errors.append(RuleError(exc.path, exc.message))
+                continue
+            lines = key_lines(path.read_text(encoding="utf-8", errors="replace"))
+            found = check(doc, str(path))
+            if not found and isinstance(doc, dict):
+                rid = doc["id"]
+                if rid in seen:
+                    found.append(RuleError(str(path), f"duplicate id (also in {seen[rid]})", "id"))
+                seen.setdefault(rid, str(path))
+            errors += [e.at(line_of(lines, e.key)) for e in found]
+    return files, errors

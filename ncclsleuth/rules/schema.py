@@ -15,6 +15,7 @@ from typing import Any
 from ..events import REGISTRY
 from ..knowledge.schema import CATEGORIES
 from ..model.facts import SPECS
+from .template import placeholders
 
 
 class Severity(enum.IntEnum):
@@ -33,12 +34,19 @@ class Severity(enum.IntEnum):
 
 
 class RuleError(ValueError):
-    """A rule file that cannot be used; ``path`` and ``key`` say where."""
+    """A rule file that cannot be used; ``path``, ``line`` (when known) and ``key`` say where."""
 
-    def __init__(self, path: str, message: str, key: str | None = None) -> None:
-        self.path, self.key = path, key
-        where = f"{path}: key '{key}'" if key else path
-        super().__init__(f"{where}: {message}")
+    def __init__(self, path: str, message: str, key: str | None = None, line: int | None = None) -> None:
+        self.path, self.key, self.message, self.line = path, key, message, line
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: key '{self.key}': {self.message}" if self.key else f"{where}: {self.message}"
+
+    def at(self, line: int | None) -> RuleError:
+        """The same error, placed at ``line`` of its file."""
+        return RuleError(self.path, self.message, self.key, line)
 
 
 TOP_KEYS = {"id": str, "name": str, "title": str, "category": str, "severity": str, "confidence": (int, float),
@@ -107,51 +115,112 @@ class Rule:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class Errors:
+    """The errors of one rule file, collected so that all of them are reported at once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.found: list[RuleError] = []
+
+    def add(self, message: str, key: str | None = None) -> None:
+        self.found.append(RuleError(self.path, message, key))
+
+    def run(self, check: Any, *args: Any) -> Any:
+        """``check(*args)``; a RuleError it raises is collected (None returned)."""
+        try:
+            return check(*args)
+        except RuleError as exc:
+            self.found.append(exc)
+            return None
+
+
 def validate(doc: Any, path: str) -> Rule:
-    """Check a parsed YAML document against the schema and build a :class:`Rule`."""
+    """Check a parsed YAML document against the schema and build a :class:`Rule` (the
+    first error is raised; :func:`check` lists them all)."""
+    errors = check(doc, path)
+    if errors:
+        raise errors[0]
+    return _build(doc, path)
+
+
+def check(doc: Any, path: str) -> list[RuleError]:
+    """Every error of a rule document: keys, types, values (event kinds, their fields,
+    operators and their arguments, facts and their fields, placeholders against what the
+    match provides, categories), tests."""
+    errs = Errors(path)
     if not isinstance(doc, dict):
-        raise RuleError(path, "a rule file must hold one mapping")
+        errs.add("a rule file must hold one mapping")
+        return errs.found
     for k, v in doc.items():
         if k not in TOP_KEYS:
-            raise RuleError(path, "unknown key", k)
-        if not isinstance(v, TOP_KEYS[k]):  # type: ignore[arg-type]
-            raise RuleError(path, f"must be of type {_tname(TOP_KEYS[k])}", k)
+            errs.add(f"unknown key{_did_you_mean(k, TOP_KEYS)}", k)
+        elif not isinstance(v, TOP_KEYS[k]) or isinstance(v, bool) and TOP_KEYS[k] is not bool:  # type: ignore[arg-type]
+            errs.add(f"must be of type {_tname(TOP_KEYS[k])} (got {type(v).__name__})", k)
     for k in REQUIRED:
         if k not in doc:
-            raise RuleError(path, "missing required key", k)
-    if not _ID.match(doc["id"]):
-        raise RuleError(path, "must look like ABC123 (2-8 capitals, 3 digits)", "id")
-    if doc["category"] not in CATEGORIES:
-        raise RuleError(path, f"unknown category {doc['category']!r}", "category")
+            errs.add("missing required key", k)
+
+    def ok(k: str) -> bool:
+        return k in doc and isinstance(doc[k], TOP_KEYS[k])  # type: ignore[arg-type]
+
+    if ok("id") and not _ID.match(doc["id"]):
+        errs.add("must look like ABC123 (2-8 capitals, 3 digits)", "id")
+    if ok("category") and doc["category"] not in CATEGORIES:
+        errs.add(f"unknown category {doc['category']!r} (valid: {', '.join(sorted(CATEGORIES))})", "category")
+    if ok("severity"):
+        errs.run(_severity, doc["severity"], path)
+    if ok("confidence") and not 0 <= float(doc["confidence"]) <= 1:
+        errs.add("must be between 0 and 1", "confidence")
+    if ok("role") and doc["role"] not in ("cause", "symptom", "context"):
+        errs.add("must be cause, symptom or context", "role")
+    if ok("match"):
+        check_condition(doc["match"], path, "match", errs)
+        check_fields(doc, path, errs)
+        for key in ("per_record", "group_by", "category_from", "severity_from"):
+            if doc.get(key) and "fact" not in doc["match"]:
+                errs.add("needs a match that is one fact: leaf", key)
+    if ok("specificity") and not 0 <= doc["specificity"] <= 3:
+        errs.add("must be 0 (a line and its subsystem) to 3 (reasoning across ranks)", "specificity")
+    if ok("references"):
+        refs = doc["references"]
+        if not refs or not all(isinstance(r, str) for r in refs):
+            errs.add("needs at least one reference (string)", "references")
+        for i, r in enumerate(refs):
+            if isinstance(r, str) and not r.startswith(("https://", "http://")):
+                errs.add(f"must be a public URL (https://...), not {r!r}: readers have no copy of local files",
+                         f"references[{i}]")
+    if ok("explains"):
+        for i, cond in enumerate(doc["explains"]):
+            check_condition(cond, path, f"explains[{i}]", errs)
+            for _, leaf, where in _leaves(cond, f"explains[{i}]"):
+                _leaf_fields(leaf, path, where, errs)
+    if ok("tests"):
+        for i, t in enumerate(doc["tests"]):
+            errs.run(_test, t, path, i)
+    return errs.found
+
+
+def _severity(s: str, path: str) -> Severity:
     try:
-        sev = Severity.parse(doc["severity"])
+        return Severity.parse(s)
     except ValueError as exc:
         raise RuleError(path, str(exc), "severity") from None
-    conf = float(doc["confidence"])
-    if not 0 <= conf <= 1:
-        raise RuleError(path, "must be between 0 and 1", "confidence")
-    role = doc.get("role", "cause")
-    if role not in ("cause", "symptom", "context"):
-        raise RuleError(path, "must be cause, symptom or context", "role")
-    check_condition(doc["match"], path, "match")
-    check_fields(doc, path)
-    if doc.get("per_record") and "fact" not in doc["match"]:
-        raise RuleError(path, "one finding per record needs a match that is one fact: leaf", "per_record")
-    for key in ("group_by", "category_from", "severity_from"):
-        if key in doc and "fact" not in doc["match"]:
-            raise RuleError(path, "needs a match that is one fact: leaf", key)
-    if not 0 <= int(doc.get("specificity", 2)) <= 3:
-        raise RuleError(path, "must be 0 (a line and its subsystem) to 3 (reasoning across ranks)", "specificity")
-    if not doc["references"] or not all(isinstance(r, str) for r in doc["references"]):
-        raise RuleError(path, "needs at least one reference (string)", "references")
-    for i, cond in enumerate(doc.get("explains", ())):
-        check_condition(cond, path, f"explains[{i}]")
-        for _, leaf, where in _leaves(cond, f"explains[{i}]"):
-            _leaf_fields(leaf, path, where)
-    tests = tuple(_test(t, path, i) for i, t in enumerate(doc["tests"]))
-    return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"], severity=sev,
-                confidence=conf, description=doc["description"], match=doc["match"], message=doc["message"],
-                fix=doc["fix"], references=tuple(doc["references"]), tests=tests, path=path, role=role,
+
+
+def _did_you_mean(word: str, known: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.7)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(map(str, known)))})"
+
+
+def _build(doc: dict[str, Any], path: str) -> Rule:
+    return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"],
+                severity=Severity.parse(doc["severity"]), confidence=float(doc["confidence"]),
+                description=doc["description"], match=doc["match"], message=doc["message"],
+                fix=doc["fix"], references=tuple(doc["references"]),
+                tests=tuple(_test(t, path, i) for i, t in enumerate(doc["tests"])), path=path,
+                role=doc.get("role", "cause"),
                 symptom_of=tuple(doc.get("symptom_of", ())), priority=int(doc.get("priority", 0)),
                 tags=tuple(doc.get("tags", ())), limit=int(doc.get("limit", 20)),
                 explains=tuple(doc.get("explains", ())), per_record=bool(doc.get("per_record", False)),
@@ -164,46 +233,89 @@ def _tname(t: Any) -> str:
     return " or ".join(x.__name__ for x in t) if isinstance(t, tuple) else t.__name__
 
 
-def check_condition(c: Any, path: str, where: str) -> None:
-    """Validate a condition tree (keys, operators, regexes)."""
+def check_condition(c: Any, path: str, where: str, errs: Errors | None = None) -> None:
+    """Validate a condition tree (keys, operators and their arguments, regexes); every
+    error goes to ``errs`` (without it the first is raised)."""
+    e = errs or _Raise(path)
     if not isinstance(c, dict) or not c:
-        raise RuleError(path, "a condition must be a non-empty mapping", where)
+        e.add("a condition must be a non-empty mapping", where)
+        return
     for k in c:
         if k not in COND_KEYS:
-            raise RuleError(path, "unknown condition key", f"{where}.{k}")
+            e.add(f"unknown condition key{_did_you_mean(k, COND_KEYS)}", f"{where}.{k}")
     groups = [k for k in ("all", "any", "none", "not", "event", "fact") if k in c]
     if len(groups) != 1:
-        raise RuleError(path, "a condition needs exactly one of all/any/none/not/event/fact", where)
+        e.add("a condition needs exactly one of all/any/none/not/event/fact", where)
+        return
     g = groups[0]
     if g in ("all", "any", "none"):
         if not isinstance(c[g], list) or not c[g]:
-            raise RuleError(path, "must be a non-empty list of conditions", f"{where}.{g}")
+            e.add("must be a non-empty list of conditions", f"{where}.{g}")
+            return
         for i, sub in enumerate(c[g]):
-            check_condition(sub, path, f"{where}.{g}[{i}]")
+            check_condition(sub, path, f"{where}.{g}[{i}]", e)
     elif g == "not":
-        check_condition(c["not"], path, f"{where}.not")
+        check_condition(c["not"], path, f"{where}.not", e)
     else:
-        if not isinstance(c[g], (str, list)):
-            raise RuleError(path, "must name an event kind / fact (or a list)", f"{where}.{g}")
-        _check_where(c.get("where", {}), path, f"{where}.where")
+        if not isinstance(c[g], (str, list)) or isinstance(c[g], list) and not all(isinstance(n, str) for n in c[g]):
+            e.add("must name an event kind / fact (or a list of them)", f"{where}.{g}")
+        _check_where(c.get("where", {}), f"{where}.where", e)
         cnt = c.get("count", {})
-        if not isinstance(cnt, dict) or any(k not in COUNT_OPS for k in cnt):
-            raise RuleError(path, f"count takes {sorted(COUNT_OPS)}", f"{where}.count")
+        if not isinstance(cnt, dict):
+            e.add(f"count takes a mapping of {sorted(COUNT_OPS)} -> number", f"{where}.count")
+        else:
+            for op, val in cnt.items():
+                if op not in COUNT_OPS:
+                    e.add(f"unknown count operator{_did_you_mean(op, COUNT_OPS)}", f"{where}.count.{op}")
+                elif not _is_number(val):
+                    e.add(f"must be a number (got {val!r})", f"{where}.count.{op}")
 
 
-def _check_where(w: Any, path: str, where: str) -> None:
+class _Raise(Errors):
+    """An error sink that raises at once (the checks called on their own)."""
+
+    def add(self, message: str, key: str | None = None) -> None:
+        raise RuleError(self.path, message, key)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: operator -> (check of its argument, what it takes in words)
+_OP_ARGS: dict[str, tuple[Any, str]] = {
+    "in": (lambda v: isinstance(v, list), "a list of values"),
+    "not_in": (lambda v: isinstance(v, list), "a list of values"),
+    "gt": (_is_number, "a number"), "ge": (_is_number, "a number"), "lt": (_is_number, "a number"),
+    "le": (_is_number, "a number"),
+    "exists": (lambda v: isinstance(v, bool), "true or false"),
+    "regex": (lambda v: isinstance(v, str), "a regular expression (text)"),
+    "not_regex": (lambda v: isinstance(v, str), "a regular expression (text)"),
+    "contains": (lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool), "text or a number"),
+    "eq": (lambda v: not isinstance(v, (dict, list)), "one value"),
+    "ne": (lambda v: not isinstance(v, (dict, list)), "one value"),
+}
+
+
+def _check_where(w: Any, where: str, e: Errors) -> None:
     if not isinstance(w, dict):
-        raise RuleError(path, "must be a mapping of field -> predicate", where)
+        e.add("must be a mapping of field -> predicate", where)
+        return
     for fld, pred in w.items():
-        if isinstance(pred, dict):
-            for op, val in pred.items():
-                if op not in PRED_OPS:
-                    raise RuleError(path, f"unknown operator (use {sorted(PRED_OPS)})", f"{where}.{fld}.{op}")
-                if op in ("regex", "not_regex"):
-                    try:
-                        re.compile(val)
-                    except (re.error, TypeError) as exc:
-                        raise RuleError(path, f"regex does not compile: {exc}", f"{where}.{fld}.{op}") from None
+        if not isinstance(pred, dict):
+            continue
+        for op, val in pred.items():
+            if op not in PRED_OPS:
+                e.add(f"unknown operator{_did_you_mean(op, PRED_OPS)}", f"{where}.{fld}.{op}")
+                continue
+            test, words = _OP_ARGS[op]
+            if not test(val):
+                e.add(f"{op} takes {words} (got {val!r})", f"{where}.{fld}.{op}")
+            elif op in ("regex", "not_regex"):
+                try:
+                    re.compile(val)
+                except re.error as exc:
+                    e.add(f"regex does not compile: {exc}", f"{where}.{fld}.{op}")
 
 
 def _test(t: Any, path: str, i: int) -> RuleTest:
@@ -211,7 +323,7 @@ def _test(t: Any, path: str, i: int) -> RuleTest:
         raise RuleError(path, "each test must be a mapping", f"tests[{i}]")
     for k in t:
         if k not in TEST_KEYS:
-            raise RuleError(path, "unknown key", f"tests[{i}].{k}")
+            raise RuleError(path, f"unknown key{_did_you_mean(k, TEST_KEYS)}", f"tests[{i}].{k}")
     has_fail, has_pass = "fail" in t, "pass" in t
     if has_fail == has_pass:
         raise RuleError(path, "a test has exactly one of fail/pass", f"tests[{i}]")
@@ -245,12 +357,11 @@ def facts_of(cond: dict[str, Any]) -> set[str]:
 
 # ---------------------------------------------------------------------- names and fields
 #: placeholders every finding can fill besides the matched items' fields (rules/findings.py)
-EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks"})
+EXTRA_PLACEHOLDERS = frozenset({"count", "hosts", "nhosts", "ranks", "host", "rank", "who"})
 #: what an event item has besides the event's fields (rules/match.py)
 _EVENT_EXTRAS = frozenset({"kind", "message_text"})
 #: event kind -> the fields of its items (made once: every rule load checks the pack's leaves)
 _KIND_FIELDS: dict[str, frozenset[str]] = {}
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\}")
 
 
 def _leaves(c: dict[str, Any], where: str, positive: bool = True) -> Iterator[tuple[bool, dict[str, Any], str]]:
@@ -264,17 +375,23 @@ def _leaves(c: dict[str, Any], where: str, positive: bool = True) -> Iterator[tu
         yield positive, c, where
 
 
-def _leaf_fields(leaf: dict[str, Any], path: str, where: str) -> set[str]:
+def _leaf_fields(leaf: dict[str, Any], path: str, where: str, errs: Errors | None = None) -> set[str]:
     """The fields a leaf's items carry (checked: every name exists, every ``where`` key is a
     field of every kind or fact the leaf names)."""
+    e = errs or _Raise(path)
     group = "event" if "event" in leaf else "fact"
     names = leaf[group] if isinstance(leaf[group], list) else [leaf[group]]
     per_name: list[frozenset[str]] = []
+    known: list[str] = []
     for n in names:
+        if not isinstance(n, str):
+            continue
         if group == "event":
             cls = REGISTRY.get(n)
             if cls is None:
-                raise RuleError(path, f"unknown event kind {n!r}", f"{where}.event")
+                e.add(f"unknown event kind {n!r}{_did_you_mean(n, REGISTRY)} ('ncclsleuth events' lists them)",
+                      f"{where}.event")
+                continue
             got = _KIND_FIELDS.get(n)
             if got is None:
                 got = _KIND_FIELDS[n] = frozenset(cls.FIELDS) | _EVENT_EXTRAS
@@ -282,36 +399,121 @@ def _leaf_fields(leaf: dict[str, Any], path: str, where: str) -> set[str]:
         else:
             spec = SPECS.get(n)
             if spec is None:
-                raise RuleError(path, f"unknown fact {n!r} (known: {', '.join(sorted(SPECS))})", f"{where}.fact")
+                e.add(f"unknown fact {n!r} (known: {', '.join(sorted(SPECS))})", f"{where}.fact")
+                continue
             per_name.append(spec.fields)
-    for key in leaf.get("where", {}):
-        head = key.split(".", 1)[0]
-        lacking = [n for n, f in zip(names, per_name) if head not in f]
+        known.append(n)
+    where_keys = leaf.get("where", {})
+    for key in where_keys if isinstance(where_keys, dict) else ():
+        head = str(key).split(".", 1)[0]
+        lacking = [n for n, f in zip(known, per_name) if head not in f]
         if lacking:
-            raise RuleError(path, f"{' and '.join(map(repr, lacking))} {'has' if len(lacking) == 1 else 'have'} no "
-                            f"field {head!r}", f"{where}.where.{key}")
-    return set().union(*per_name)
+            fields = sorted(set().union(*per_name) - {"evidence"})
+            e.add(f"{' and '.join(map(repr, lacking))} {'has' if len(lacking) == 1 else 'have'} no field {head!r}"
+                  f"{_did_you_mean(head, fields)}", f"{where}.where.{key}")
+    return set().union(*per_name) if per_name else set()
 
 
-def check_fields(doc: dict[str, Any], path: str) -> None:
+def check_fields(doc: dict[str, Any], path: str, errs: Errors | None = None) -> None:
     """Event kinds and facts exist, ``where`` keys are their fields, and every placeholder of
     the title, message and fix is a field of a matched item, a named item's, or a count."""
+    e = errs or _Raise(path)
     fields: set[str] = set(EXTRA_PLACEHOLDERS)
     named: dict[str, set[str]] = {}
+    unknown_leaf = False
     for positive, leaf, where in _leaves(doc["match"], "match"):
-        got = _leaf_fields(leaf, path, where)
+        before = len(e.found)
+        got = _leaf_fields(leaf, path, where, e)
+        unknown_leaf = unknown_leaf or (len(e.found) > before and not got)
         if positive:
             fields |= got
             if "as" in leaf:
                 named[str(leaf["as"])] = got
+    if unknown_leaf:  # the fields of a misspelt kind are unknown: no field can be judged
+        return
     for key in ("group_by", "category_from", "severity_from"):  # fields of the records of a fact leaf
         if key in doc and doc[key] not in fields:
-            raise RuleError(path, f"no matched fact has a field {doc[key]!r}", key)
+            e.add(f"no matched fact has a field {doc[key]!r}", key)
     for key in ("title", "message", "fix"):
-        for m in _PLACEHOLDER.finditer(doc[key]):
-            a, b = m.group(1), m.group(2)
+        if not isinstance(doc.get(key), str):
+            continue
+        for a, b, _optional in placeholders(doc[key]):
             if b is None and a not in fields:
-                raise RuleError(path, f"placeholder {{{a}}}: no matched event or fact has a field {a!r}", key)
+                e.add(f"placeholder {{{a}}}: no matched event or fact has a field {a!r}"
+                      f"{_did_you_mean(a, sorted(fields - {'evidence'}))}", key)
             if b is not None and (a not in named or b not in named[a]):
                 why = f"no condition is named {a!r} (as: {a})" if a not in named else f"{a!r} has no field {b!r}"
-                raise RuleError(path, f"placeholder {{{a}.{b}}}: {why}", key)
+                e.add(f"placeholder {{{a}.{b}}}: {why}", key)
+
+
+def json_schema(enums: bool = True) -> dict[str, Any]:
+    """The rule schema as JSON Schema (draft 2020-12), for editors.
+
+    It says what an editor can check as you type (keys, types, operators, severities and,
+    with ``enums``, the event kinds, facts and categories of this version: ``ncclsleuth
+    rules schema``); :func:`check` also checks what JSON Schema cannot say (a ``where``
+    field of that kind, placeholders against the match).  ``docs/rule.schema.json`` is
+    the one without the enumerations (they grow with every new event kind; a test keeps
+    the file equal to this), written by ``python -m ncclsleuth.rules.schema``.
+    """
+    kinds = sorted(REGISTRY)
+    facts = sorted(SPECS)
+    scalar = {"type": ["string", "number", "boolean", "null"]}
+    pred = {"type": "object", "additionalProperties": False, "properties": {
+        op: ({"type": "array"} if op in ("in", "not_in") else
+             {"type": "number"} if op in ("gt", "ge", "lt", "le") else
+             {"type": "boolean"} if op == "exists" else
+             {"type": "string", "format": "regex"} if op in ("regex", "not_regex") else scalar)
+        for op in sorted(PRED_OPS)}}
+    def names(enum: list[str]) -> dict[str, Any]:
+        one = {"enum": enum} if enums else {"type": "string"}
+        return {"oneOf": [one, {"type": "array", "items": one}]}
+
+    cond: dict[str, Any] = {
+        "type": "object", "minProperties": 1, "additionalProperties": False,
+        "properties": {
+            "all": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/condition"}},
+            "any": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/condition"}},
+            "none": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/condition"}},
+            "not": {"$ref": "#/$defs/condition"},
+            "event": names(kinds), "fact": names(facts),
+            "where": {"type": "object", "additionalProperties": {"anyOf": [scalar, pred]}},
+            "count": {"type": "object", "additionalProperties": False,
+                      "properties": {op: {"type": "number"} for op in sorted(COUNT_OPS)}},
+            "as": {"type": "string"},
+        },
+    }
+    test = {"type": "object", "additionalProperties": False,
+            "properties": {"name": {"type": "string"}, "fail": {"type": ["string", "object"]},
+                           "pass": {"type": ["string", "object"]}, "expect_line": {"type": "integer"},
+                           "expect_text": {"type": "string"}, "files": {"type": "object"},
+                           "quiet_for": {"type": "number", "minimum": 0}},
+            "oneOf": [{"required": ["fail"]}, {"required": ["pass"]}]}
+    json_type: dict[Any, str] = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "object"}
+    props: dict[str, Any] = {}
+    for k, t in TOP_KEYS.items():
+        props[k] = {"type": "number"} if isinstance(t, tuple) else {"type": json_type[t]}
+    props.update({
+        "id": {"type": "string", "pattern": _ID.pattern},
+        "category": {"enum": sorted(CATEGORIES)} if enums else {"type": "string"},
+        "severity": {"enum": [s.name for s in Severity]},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "role": {"enum": ["cause", "symptom", "context"]},
+        "specificity": {"type": "integer", "minimum": 0, "maximum": 3},
+        "match": {"$ref": "#/$defs/condition"},
+        "explains": {"type": "array", "items": {"$ref": "#/$defs/condition"}},
+        "references": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^https?://"}},
+        "tests": {"type": "array", "items": test},
+    })
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "ncclsleuth rule", "description": "One diagnosis rule (rules/<area>/<ID>.yaml).",
+            "type": "object", "additionalProperties": False, "required": list(REQUIRED), "properties": props,
+            "$defs": {"condition": cond}}
+
+
+if __name__ == "__main__":  # python -m ncclsleuth.rules.schema > docs/rule.schema.json
+    import json
+    import sys
+
+    json.dump(json_schema(enums=False), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")

@@ -93,3 +93,41 @@ def save_docs(kind: str, folder: Path, paths: list[Path], docs: dict[str, Any]) 
     if json.loads(text)["docs"] != docs:  # int keys, tuples: JSON would change the document
         return
     write_atomic(where, text)
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Where each key of a YAML document is (1-based line), by key path as the rule schema
+    names them (``match.any[1].where.message_text.regex``, ``tests[0].fail``): so that an
+    error says the line, not only the key.  Empty for text that does not compose."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, int] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = f"{path}.{k.value}" if path else str(k.value)
+                out.setdefault(key, k.start_mark.line + 1)
+                walk(v, key)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                key = f"{path}[{i}]"
+                out.setdefault(key, item.start_mark.line + 1)
+                walk(item, key)
+
+    walk(root, "")
+    return out
+
+
+def line_of(lines: dict[str, int], key: str | None) -> int | None:
+    """The line of ``key``, else of the nearest enclosing key that has one."""
+    while key:
+        if key in lines:
+            return lines[key]
+        cut = max(key.rfind("."), key.rfind("["))
+        key = key[:cut] if cut > 0 else ""
+    return None

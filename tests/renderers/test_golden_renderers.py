@@ -15,7 +15,8 @@ from ncclsleuth.renderers import RENDERERS, render  # noqa: E402
 GOLDEN = Path(__file__).parent / "golden"
 
 CASES = {
-    "terminal.txt": lambda: render("terminal", fixed_report(), color=False),
+    "terminal.txt": lambda: render("terminal", fixed_report(), color=False, width=100),
+    "terminal_piped.txt": lambda: render("terminal", fixed_report(), color=False),
     "json.json": lambda: render("json", fixed_report()),
     "markdown.md": lambda: render("markdown", fixed_report()),
     "markdown_short.md": lambda: render("markdown", fixed_report(), max_chars=700),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -112,3 +113,112 @@ def test_report_takes_jobs_and_writes_the_same_post_mortem(tmp_path: Path, monke
         assert res.exit_code == 0, res.output
         out[jobs] = res.output
     assert out["1"] == out["2"] and "```mermaid" in out["1"]
+
+
+# ----------------------------------------------------------------------------- the post-mortem as people see it
+
+DESYNC = ROOT / "fixtures" / "examples" / "desync-16"
+
+
+def _page(tmp: Path, job: Path, name: str) -> tuple[Path, str]:
+    out = tmp / f"{name}.html"
+    res = CliRunner().invoke(main, ["report", str(job), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    return out, out.read_text(encoding="utf-8")
+
+
+def test_header_culprit_rank_and_hang_timeline_of_a_desync(tmp_path: Path) -> None:
+    _, text = _page(tmp_path, DESYNC, "desync")
+    head = text.split('<header class="pm">')[1].split("</header>")[0]
+    assert "<b>Job failed:</b> Nov 29 11:41:55.747 (first error line)" in head
+    assert "<b>ncclsleuth</b> 0.1.0" in head and "fixtures/examples/desync-16" in head
+    assert "<b>Command:</b> <code>ncclsleuth report" in head
+    ring = text.split("<h2>Topology</h2>")[1].split("</svg>")[0]
+    assert ring.count('fill="#ffcdd2"') == 1  # rank 4 alone, not its whole host
+    assert "culprit: rank 4" in ring and 'stroke="#d32f2f" stroke-width="6"' not in ring
+    assert "<h2>Last collective per rank</h2>" in text and "<h2>Init timeline</h2>" not in text
+    assert "completed #1244, never started #1245" in text
+    assert "×15, ranks 0-3, 5-15" in text  # 15 watchdog lines, one line with its count and ranks
+    for url in re.findall(r"References: (.*?)</p>", text):
+        assert "shared/" not in url
+    assert all(u.startswith("https://") for u in re.findall(r"<code>([^<]+)</code>", " ".join(
+        re.findall(r"References: (.*?)</p>", text))))
+
+
+def test_64_ranks_keep_their_labels_and_the_broken_hop_is_drawn(tmp_path: Path) -> None:
+    _, text = _page(tmp_path, JOB64, "job64")
+    ring = text.split("<h2>Topology</h2>")[1].split("</svg>")[0]
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" font-size="([\d.]+)" text-anchor="middle"[^>]*>(\d+)</text>', ring)
+    assert sorted(int(n) for _, n in labels) == list(range(64))  # every rank numbered inside its node
+    assert min(float(size) for size, _ in labels) >= 8
+    assert ring.count('stroke-dasharray="7 4"') == 1  # gpu-node-06 -> gpu-node-07, the link IB003 names
+    assert "47 → 48" in ring.split('stroke-dasharray="7 4"')[1].split("</title>")[0]
+    assert "<h2>Init timeline</h2>" in text  # not a hang: the init phases
+
+
+def test_a_1024_rank_ring_is_a_summary_of_hosts() -> None:
+    from ncclsleuth.renderers.html import ring_svg
+
+    comm = {"key": "c", "nranks": 1024, "ranks": list(range(1024)), "rings": [[0, list(range(1024))]],
+            "rank_host": {str(r): f"node{r // 8:03d}" for r in range(1024)}, "hops": []}
+    svg = ring_svg(comm, {"node077"}, {617})
+    assert "Summary view" in svg and "1,024 ranks on 128 host runs" in svg
+    assert svg.count("<circle") == 128 + 2  # one per host, the track, the legend's mark
+    assert 'font-weight="700">node077 (616–623)</text>' in svg
+    assert len(svg) < 60_000
+
+
+def _screenshot(exe: str, page: Path, png: Path, width: int) -> bytes:
+    res = _run_chromium(exe, "--hide-scrollbars", f"--screenshot={png}", f"--window-size={width},2400", page.as_uri())
+    assert png.exists(), res.stderr[-2000:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(data[16:20], "big") == width  # the PNG is as wide as the window
+    return data
+
+
+@pytest.fixture(scope="module")
+def init64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 64-rank job (8 hosts x 8 GPUs) whose init fails: node002 bootstraps on docker0, the
+    other 56 ranks cannot connect to it (the benchmark generator, deterministic)."""
+    out = tmp_path_factory.mktemp("init64") / "init64"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "generate.py"), "--ranks", "64", "--per-host", "8",
+                    "--channels", "2", "--inject", "wrong_iface", "--nccl-version", "2.23", "--out", str(out),
+                    "--seed", "3"], check=True, capture_output=True, timeout=120)
+    return out
+
+
+def test_an_init_failure_shows_how_far_each_host_got(tmp_path: Path, init64: Path) -> None:
+    _, text = _page(tmp_path, init64, "init64")
+    assert "<h2>Init progress</h2>" in text and "<h2>Init timeline</h2>" not in text
+    assert "Init completed on 0 of 64 ranks" in text
+    table = text.split("<h2>Init progress</h2>")[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td[^>]*>(node\d+)</td><td[^>]*>([\d, -]+)</td><td>(\w+)</td><td>(\w+)</td><td>(.*?)</td>",
+                      table)
+    assert [(h, r) for h, r, *_ in rows] == [(f"node{i:03d}", f"{8 * i}-{8 * i + 7}") for i in range(8)]
+    bad = rows[2]  # node002: the culprit, red, logged nothing; the others could not reach its docker0 address
+    assert bad[4] == "none logged" and 'color:#d32f2f;font-weight:700">node002<' in table
+    assert all("Connect to 172.17.0.1&lt;" in r[4] and "Connection refused" in r[4] for i, r in enumerate(rows) if i != 2)
+    md = CliRunner().invoke(main, ["report", str(init64), "--format", "markdown"]).output
+    assert "## Init progress" in md and "| node002 | 16-23 | yes | no | none logged |" in md
+
+
+@pytest.mark.parametrize("name", ["desync-16", "job64", "init64"])
+def test_postmortem_screenshots_at_two_widths(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
+    """Headless Chromium renders the page at a laptop's width and a narrow window's: the
+    pictures scale to the page (no fixed-width overflow) and carry something to see."""
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium); screenshots skipped")
+    job = {"desync-16": DESYNC, "job64": JOB64}.get(name) or request.getfixturevalue("init64")
+    page, text = _page(tmp_path, job, job.name)
+    assert ".fig svg{max-width:100%;height:auto}" in text
+    wide = _screenshot(exe, page, tmp_path / "wide.png", 1400)
+    narrow = _screenshot(exe, page, tmp_path / "narrow.png", 820)
+    assert len(wide) > 100_000 and len(narrow) > 100_000
+    dom = _run_chromium(exe, "--dump-dom", page.as_uri()).stdout
+    assert "Job failed:" in dom and "culprit:" in dom
+    if name == "init64":  # the ring, and how far init got instead of a timeline with nothing to draw
+        assert dom.count("<svg") == 1 and "Init progress" in dom
+    else:
+        assert dom.count("<svg") == 2

@@ -83,7 +83,7 @@ def test_full_disk_keeps_the_old_report(tmp_path, monkeypatch, cmd):
     _full_disk(monkeypatch)
     res = CliRunner().invoke(main, [cmd[0], str(log), "-o", str(out), *cmd[1:]])
     assert res.exit_code == 2, res.output
-    assert f"cannot write {out}: No space left on device" in res.stderr
+    assert f"{out}: cannot write: No space left on device" in res.stderr
     assert "Traceback" not in res.stderr
     assert out.read_bytes() == OLD
     assert _leftovers(out.parent) == []
@@ -128,7 +128,7 @@ def test_topology_export_full_disk(tmp_path, monkeypatch):
 
     monkeypatch.setattr(topology, "export", half_then_enospc)
     res = CliRunner().invoke(main, ["topology", str(job), "--export", str(out)])
-    assert res.exit_code == 2 and f"cannot write {out}: No space left on device" in res.stderr, res.stderr
+    assert res.exit_code == 2 and f"{out}: cannot write: No space left on device" in res.stderr, res.stderr
     assert out.read_bytes() == OLD and _leftovers(tmp_path) == []
     monkeypatch.setattr(topology, "export", real_export)
     res = CliRunner().invoke(main, ["topology", str(job), "--export", str(out)])

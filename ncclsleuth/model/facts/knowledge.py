@@ -11,10 +11,16 @@ Init COMPLETE on an earlier line of the same file.
 """
 from __future__ import annotations
 
+import re
+
 from ... import knowledge
 from ...events import Event
 from ..job import JobModel
 from .base import Record, fact
+
+#: a global rank a message names: NCCL prints them "rank %d" ("Duplicate GPU detected : rank
+#: 0 and rank 1", "at and around rank 39"); "local rank 3" and "rank[3]" are not matched
+_NAMED_RANK = re.compile(r"(?<![\w-])(?<!local )(?<!Local )rank (\d{1,6})\b")
 
 
 class KnownMessage(Record):
@@ -39,6 +45,7 @@ class KnownMessage(Record):
     kind: str  # the event kind the parser gave the line
     host: str | None
     rank: int | None
+    ranks: list[int]  # the global ranks the message names ("rank 0 and rank 1", "around rank 39")
     pid: int | None
 
 
@@ -92,6 +99,7 @@ def _record(ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str 
         "id": m.id, "source": m.source, "subsystem": m.subsystem, "role": m.role, "category": m.category,
         "categories": list(m.categories), "severity": m.severity, "meaning": m.meaning, "fix": m.fix,
         "why": m.why, "ref": m.ref, "function": m.function, "file": known.file or "", "message": known.message,
-        "phase": phase or "", "kind": ev.kind, "host": ev.host, "rank": ev.rank, "pid": ev.pid,
+        "phase": phase or "", "kind": ev.kind, "host": ev.host, "rank": ev.rank,
+        "ranks": sorted({int(n) for n in _NAMED_RANK.findall(known.message)}), "pid": ev.pid,
         "evidence": [ev],
     }

@@ -29,6 +29,10 @@ Modes:
   python bench/run.py --sizes 1000000,2000000 scaling check (one job per size)
   python bench/run.py --cold-start            median of 10 starts on a 200-line paste
   python bench/run.py --profile 200000        cProfile of ``ncclsleuth parse`` (top 25)
+  python bench/run.py --density               the density sweep: ~1%, ~30%, ~75% NCCL lines, per-rank
+                                              folders and one file, noise and NCCL lines/s separately
+  python bench/run.py --density --before /path/to/other/ncclsleuth   ... and another build, same run
+  python bench/run.py --density --before "main=env PYTHONPATH=/tmp/main python -m ncclsleuth"  (repeatable)
 """
 from __future__ import annotations
 
@@ -417,6 +421,164 @@ def mode_profile(a: argparse.Namespace, exe: list[str]) -> dict:
     return {"plain_wall": plain["wall"], "profiled_wall": m["wall"], "prof": prof}
 
 
+# --------------------------------------------------------------------------- the density sweep
+
+#: (name, NCCL share it gives, generator options): what a job leaves at three densities.  ~1%: a
+#: long run of 64 ranks (training output); ~30%: a 16,384-rank job's mix (every rank's init of 3
+#: communicators, 32 channels, with a few hundred lines of training output each); ~75%: an
+#: 8,000-rank job with little output besides NCCL's (2 communicators, 24 channels)
+DENSITIES = (
+    ("~1%", {"ranks": 64, "comms": 3, "channels": 32}),
+    ("~30%", {"ranks": 1600, "comms": 3, "channels": 32}),
+    ("~75%", {"ranks": 8000, "comms": 2, "channels": 24}),
+)
+LAYOUTS = ("per-rank-files", "one-file")
+
+
+def _per_line_costs(points: list[tuple[int, int, float]]) -> tuple[float | None, float | None]:
+    """Seconds per noise line and per NCCL line: least squares of ``t = a*noise + b*nccl`` over
+    the densities of one layout (``t`` already less the tool's start-up, measured apart)."""
+    sxx = sum(n * n for n, _, _ in points)
+    syy = sum(c * c for _, c, _ in points)
+    sxy = sum(n * c for n, c, _ in points)
+    sxt = sum(n * t for n, _, t in points)
+    syt = sum(c * t for _, c, t in points)
+    det = sxx * syy - sxy * sxy
+    if len(points) < 2 or det == 0:
+        return None, None
+    return (sxt * syy - syt * sxy) / det, (syt * sxx - sxt * sxy) / det
+
+
+def _rate(per_line: float | None) -> str:
+    """Lines per second from seconds per line ("n/a" where the fit gives none)."""
+    return f"{1 / per_line:,.0f}" if per_line and per_line > 0 else "n/a"
+
+
+def _instructions(cmd: list[str]) -> int | None:
+    """Instructions executed by ``cmd`` (valgrind callgrind, no cache simulation): a count that
+    other processes on the machine do not change.  Children are not followed (use --jobs 1)."""
+    if shutil.which("valgrind") is None:
+        return None
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--cache-sim=no", "--callgrind-out-file=/dev/null",
+                        *cmd], capture_output=True, text=True)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", r.stderr)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def _python_exe(cmd: list[str]) -> list[str]:
+    """The command with its console script replaced by ``python -m ncclsleuth`` run by the script's own
+    interpreter (valgrind must start the interpreter itself, not a shebang)."""
+    if len(cmd) == 1:
+        with open(cmd[0], "rb") as f:
+            first = f.readline().decode("utf-8", "replace")
+        if first.startswith("#!"):
+            return [first[2:].strip(), "-m", "ncclsleuth"]
+    return cmd
+
+
+def mode_density(a: argparse.Namespace, exe: list[str]) -> dict:
+    """Every density in both layouts; baseline and each build's ``analyze --jobs N`` alternating."""
+    tools: list[tuple[str, list[str]]] = []
+    for spec in a.before or ():  # NAME=COMMAND, or a bare command named "before"
+        name, eq, cmd = spec.partition("=")
+        tools.append((name, cmd.split()) if eq and " " not in name else ("before", spec.split()))
+    tools.append(("after", exe))
+    cases = []
+    root = os.path.join(OUT, f"density-{a.sweep_lines}")
+    for dname, opts in DENSITIES:
+        for layout in LAYOUTS:
+            out = os.path.join(root, f"{dname.strip('~%')}-{layout}")
+            man_path = out + ".manifest.json"
+            # ranks scale with the size, so that a smaller sweep keeps each density's mix
+            sized = dict(opts, ranks=max(8, round(opts["ranks"] * a.sweep_lines / 1_000_000)))
+            want = dict(sized, layout=layout, inject="desync", gzip=False)
+            man = None
+            if os.path.exists(man_path):
+                with open(man_path) as f:
+                    man = json.load(f)
+                if any(man.get(k) != v for k, v in sized.items()) \
+                        or man.get("layout") != layout:
+                    man = None
+            if man is None:
+                man = gen(out, a.sweep_lines, a, **want)
+            cases.append((dname, layout, out, man))
+    paste = os.path.join(root, "paste-200.log")
+    if not os.path.exists(paste):
+        with open(os.path.join(cases[0][2], sorted(os.listdir(cases[0][2]))[0]), encoding="utf-8") as f:
+            head = [next(f) for _ in range(200)]
+        with open(paste, "w", encoding="utf-8") as f:
+            f.writelines(head)
+    cmds: list[tuple[str, list[str]]] = [("baseline", [sys.executable, os.path.abspath(__file__), "--_baseline"])]
+    for tname, texe in tools:
+        for j in a.jobs:
+            cmds.append((f"{tname} --jobs {j}", texe + ["analyze", "--format", "json", "--jobs", str(j)]))
+    results = []
+    for dname, layout, logs, man in cases:
+        warm([logs])
+        info_path = os.path.join(root, "baseline.json")
+        runs: dict[str, list[dict]] = {name: [] for name, _ in cmds}
+        for _ in range(max(1, a.repeat)):  # round-robin: load on the machine falls on every tool alike
+            for name, cmd in cmds:
+                runs[name].append(measure(cmd + [logs], stdout_path=info_path if name == "baseline" else None))
+        with open(info_path) as f:
+            info = json.load(f)
+        row = {"density": dname, "layout": layout, "logs": logs, "lines": info["lines"], "bytes": info["bytes"],
+               "nccl": info["prefix_matches"], "files": info["files"], "ranks": man.get("ranks"),
+               "tools": {name: _median(rs) for name, rs in runs.items()}}
+        results.append(row)
+        print(f"  {dname:>5} {layout:<15} {row['lines']:>10,} lines  " + "  ".join(
+            f"{n} {m['wall']:.2f}s" for n, m in row["tools"].items()), flush=True)
+    start = {}
+    for name, cmd in cmds:  # start-up, subtracted before the per-line fit
+        start[name] = _median([measure(cmd + [paste]) for _ in range(max(3, a.repeat))])["wall"]
+    instr: dict[tuple[str, str, str], int | None] = {}
+    if a.instructions:
+        for row in results:
+            for name, cmd in cmds:
+                if name == "baseline" or name.endswith("--jobs 1"):
+                    c = cmd if name == "baseline" else _python_exe(cmd[:-4]) + cmd[-4:]
+                    instr[(row["density"], row["layout"], name)] = _instructions(c + [row["logs"]])
+    load = os.getloadavg()
+    print(f"\nDensity sweep, {a.repeat} run(s) per cell (median wall s; the tools alternate), load average "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end. Each cell: wall s (CPU s) / x baseline (wall) / peak RSS MiB"
+          + (" / G instructions" if instr else "") + ".\n")
+    names = [n for n, _ in cmds if n != "baseline"]
+    print("| NCCL share | layout | lines | ranks | baseline wall s (CPU s) | " + " | ".join(names) + " |")
+    print("|---|---|---:|---:|---:|" + "---:|" * len(names))
+    for row in results:
+        b = row["tools"]["baseline"]
+        cells = []
+        for n in names:
+            m = row["tools"][n]
+            cell = (f"{m['wall']:.2f} ({m['cpu']:.2f}) / {b['wall'] / m['wall']:.2f}x / "
+                    f"{m['rss_kb'] / 1024:.0f}")
+            if (row["density"], row["layout"], n) in instr and instr[(row["density"], row["layout"], n)]:
+                cell += f" / {instr[(row['density'], row['layout'], n)] / 1e9:.1f}"
+            cells.append(cell)
+        bi = instr.get((row["density"], row["layout"], "baseline"))
+        share = row["nccl"] / row["lines"] if row["lines"] else 0
+        print(f"| {row['density']} ({share:.1%}) | {row['layout']} | {row['lines']:,} | {row['ranks']:,} | "
+              f"{b['wall']:.2f} ({b['cpu']:.2f})" + (f" / {bi / 1e9:.1f} G" if bi else "") + " | "
+              + " | ".join(cells) + " |")
+    print("\nNoise and NCCL lines per second, from a least-squares fit of wall time (less start-up on a "
+          "200-line file) over the three densities of each layout:\n")
+    print("| layout | " + " | ".join(f"{n} noise / NCCL lines/s" for n, _ in cmds) + " |")
+    print("|---|" + "---:|" * len(cmds))
+    fits = {}
+    for layout in LAYOUTS:
+        cells = []
+        for name, _ in cmds:
+            pts = [(r["lines"] - r["nccl"], r["nccl"], r["tools"][name]["wall"] - start[name])
+                   for r in results if r["layout"] == layout]
+            per_noise, per_nccl = _per_line_costs(pts)
+            fits[(layout, name)] = (per_noise, per_nccl)
+            cells.append(f"{_rate(per_noise)} / {_rate(per_nccl)}")
+        print(f"| {layout} | " + " | ".join(cells) + " |")
+    print("\nStart-up on a 200-line file (median ms): " + ", ".join(f"{n} {t * 1000:.0f}" for n, t in start.items()))
+    return {"density": results, "startup": start, "instructions": {"|".join(k): v for k, v in instr.items()},
+            "load": load, "fits": {"|".join(k): v for k, v in fits.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--_baseline"]:
@@ -442,6 +604,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-runs", type=int, default=10)
     ap.add_argument("--skip-parse", action="store_true",
                     help="time analyze only (ncclsleuth parse writes every line as JSON: minutes at 2M lines)")
+    ap.add_argument("--density", action="store_true", help="the density sweep (see the module doc)")
+    ap.add_argument("--sweep-lines", type=int, default=1_000_000, help="lines of each density-sweep job")
+    ap.add_argument("--before", action="append", metavar="[NAME=]COMMAND",
+                    help="another ncclsleuth command measured in the same run (density sweep; repeatable)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="density sweep: also count the instructions of each --jobs 1 run (valgrind)")
     ap.add_argument("--profile", type=int, metavar="LINES", help="cProfile ncclsleuth parse on a job this big")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", action="store_true", help="keep the generated logs under bench/out/")
@@ -457,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ncclsleuth command: {' '.join(exe)}\n", flush=True)
     if a.cold_start:
         res = mode_cold(a, exe)
+    elif a.density:
+        res = mode_density(a, exe)
     elif a.profile:
         res = mode_profile(a, exe)
     elif a.sizes:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .ingest.sources import Discovery, EngineError, InputFile, Notice, discover
 from .model.build import parse_one, worker_cache
-from .model.job import JobModel
+from .model.job import UNREAD_KINDS, JobModel
 from .model.merge import merge
 from .parse.grammar import ShapeCache
 from .util.gcpause import paused
@@ -171,6 +171,12 @@ def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
     return worth_parallel(files, jobs)
 
 
+def _unread(options: Options) -> frozenset[str]:
+    """Event kinds the model need not keep one by one: those no shipped rule or fact reads,
+    when only the shipped rules run (a rule of the user's may read any kind)."""
+    return UNREAD_KINDS if options.rules is None and not options.rule_dirs and options.default_rules else frozenset()
+
+
 def _discover(sources: Sequence[Source]) -> Discovery:
     """Paths expanded by :func:`discover` (consecutive paths together), input objects as given."""
     found = Discovery()
@@ -218,16 +224,18 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
     else:
         found = _discover(sources)
         notices = list(found.notices)
+        drop = _unread(options)
         if options.on_inputs is not None:
             options.on_inputs(found.files)
         if jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
             from .parallel.local import parallel_results
 
-            results = source = parallel_results(found.files, jobs, cache, meanwhile)  # closed below: stops the pool
+            # closed below: stops the pool
+            results = source = parallel_results(found.files, jobs, cache, meanwhile, drop)
             meanwhile = None
         else:
             shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)
-            results = (parse_one(f, cache, shapes) for f in found.files)
+            results = (parse_one(f, cache, shapes, drop) for f in found.files)
     if meanwhile is not None:
         meanwhile()
     try:

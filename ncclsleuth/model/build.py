@@ -15,12 +15,14 @@ from ..parse.lines import FileParser
 from .job import JobModel
 
 
-def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None
-              ) -> tuple[JobModel, list[Notice], bool]:
+def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None,
+              drop: frozenset[str] = frozenset()) -> tuple[JobModel, list[Notice], bool]:
     """One input file -> (its own JobModel, its notices, whether it was read).
 
     This is the unit of parallel work: it returns a compact per-file model (aggregates
-    and the events rules look at), never the raw lines.
+    and the events rules look at), never the raw lines.  ``drop``: event kinds the model
+    does not keep one by one (``UNREAD_KINDS`` for analyze), which lets the parser skip making
+    events of those without a handler.
     """
     form, inp = dumps.sniff(inp)  # opened once: the dump reader or the block reader reads on
     if form in ("pickle", "json"):  # a Flight Recorder dump by its first bytes, not a text log
@@ -28,12 +30,13 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
         if not loaded.as_text:
             return _dump_one(inp, loaded)
         inp = dumps.as_log(inp, loaded)
-    model = JobModel()
+    model = JobModel(drop)
     reader = BlockReader(inp)
     src = inp.display
     # events go to the model as they are read, per-connection lines (the most numerous of an
     # INFO log) without event objects
-    fp = FileParser(src, shapes or worker_cache(cache), keep_text=False, use_catalog=False, sink=model)
+    fp = FileParser(src, shapes or worker_cache(cache), keep_text=False, use_catalog=False, sink=model,
+                    drop=drop)
     model.add_source(src)
     parse = fp.parse_block
     ras = None
@@ -48,6 +51,7 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
                 model.add(rev)
     for ev in fp.finish():
         model.add(ev)
+    model.settle()
     model.lines += reader.lines
     return model, reader.notices, bool(reader.lines or not reader.notices)
 

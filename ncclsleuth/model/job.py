@@ -29,6 +29,12 @@ MAX_PROCESSES = 1 << 17
 MAX_COMMS = 1 << 16
 MAX_RANKS = 1 << 18
 MAX_HOPS = 1 << 20
+#: Kinds no shipped rule, fact or report reads one by one (tests/test_fastpath.py checks the rule
+#: pack and the readers of ``JobModel.events``): analyze with the shipped rules keeps none of them;
+#: their handlers still fold them into processes and communicators, and their problem lines are kept.
+#: These are the per-rank init lines that made memory grow with ranks (~11 KB a rank).
+UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", "init_timings", "nccl_version",
+                          "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected"})
 
 
 @dataclass
@@ -108,7 +114,10 @@ def _pkey(ev: E.Event) -> tuple[str, int | None]:
 class JobModel:
     """Everything the rules need, built one event at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, drop: frozenset[str] = frozenset()) -> None:
+        #: event kinds not kept one by one (problem lines are always kept): ``UNREAD_KINDS`` for
+        #: analyze with the shipped rules (``ncclsleuth.api``), none elsewhere
+        self.drop = drop
         self.processes: dict[tuple[str, int | None], Process] = {}
         self.comms: dict[str, Comm] = {}
         self.events: dict[str, list[E.Event]] = {}
@@ -130,6 +139,11 @@ class JobModel:
         self._ip_hosts: tuple[int, dict[str, str]] | None = None
         #: what ``watch`` knows beyond the lines (when each process was last heard of); None elsewhere
         self.live: LiveView | None = None
+        # the analyze fast path (see ``touch``, ``conn_seen``): "host:pid" text -> (process, key);
+        # (comm, "host:pid", connection text) -> lines counted since the first, and what it folds into
+        self._hp: dict[str, tuple[Process, tuple[str, int | None]]] = {}
+        self._conn_n: dict[tuple[str | None, str, str], int] = {}
+        self._conn_to: dict[tuple[str | None, str, str], tuple[Process, Comm, tuple[int, int], str, bool, bool]] = {}
         #: the Flight Recorder dumps among the inputs (:mod:`.flight`); None when there are none
         self.flight: FlightRecords | None = None
         #: rank states and hop aggregates over all communicators (for their bounds)
@@ -156,7 +170,7 @@ class JobModel:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
                 proc.evidence[kind] = ev
-        if kind in HIGH_VOLUME and not ev.is_problem:
+        if (kind in HIGH_VOLUME or kind in self.drop) and not ev.is_problem:
             return
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < KEEP_PER_KIND:
@@ -180,6 +194,93 @@ class JobModel:
         label, net, gdr = _via(via)
         _count_hop(self, p, self._proc_comm.get(key), label, net, gdr,
                    int(src.partition("[")[0]), int(dst.partition("[")[0]))
+
+    # ------------------------------------------------------------------ the analyze fast path
+    # Plain ``host:pid:tid [dev] NCCL INFO`` lines whose shape the parser has decided
+    # (ncclsleuth.parse.fastpath): the same effect as ``add`` of their event, without one.
+
+    def needs_event(self, kind: str) -> bool:
+        """Whether an INFO line of ``kind`` does more here than count and touch its process
+        (a handler reads it, it is kept, or its kind is a problem)."""
+        return kind in _HANDLERS or kind in E.ERROR_KINDS or not (kind in HIGH_VOLUME or kind in self.drop)
+
+    def touch(self, line: int, hp: str, kind: str) -> bool:
+        """``add`` of a plain INFO event of a kind nothing reads (``needs_event`` False) of the
+        process ``hp`` ("host:pid" as printed): False if the process is not known here yet
+        (then :meth:`bind` it).  What ``_process`` does for a line with no rank, time or problem."""
+        e = self._hp.get(hp)
+        if e is None:
+            return False
+        p = e[0]
+        p.last_line, p.last_kind = line, kind
+        self.kind_counts[kind] += 1
+        return True
+
+    def bind(self, source: str, line: int, hp: str) -> None:
+        """Know the process of ``hp`` ("host:pid"), creating it as ``_process`` would."""
+        host, _, pid_text = hp.rpartition(":")
+        key = (host, int(pid_text))
+        p = self.processes.get(key)
+        if p is None:
+            if not self._room("processes", len(self.processes), MAX_PROCESSES):
+                return  # past the bound: not known, its lines are counted by the untracked
+            p = self.processes[key] = Process(host, key[1], source, first_line=line)
+        self._hp[hp] = (p, key)
+
+    def conn_seen(self, line: int, hp: str, rest: str) -> bool:
+        """A connection line (``rest``: from its source rank on) counted if the same process
+        printed the same connection text for the same communicator before (folded by
+        :meth:`settle`); False for a first one, which goes to :meth:`add_conn_first`."""
+        e = self._hp.get(hp)
+        if e is None:
+            return False
+        k = (self._proc_comm.get(e[1]), hp, rest)
+        n = self._conn_n.get(k)
+        if n is None:
+            return False
+        self._conn_n[k] = n + 1
+        p = e[0]
+        p.last_line, p.last_kind = line, "channel_conn"
+        return True
+
+    def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None:
+        """:meth:`add_conn`, remembering what later lines of the same text fold into."""
+        if hp not in self._hp:
+            self.bind(source, line, hp)
+        if hp not in self._hp:  # a process past the bound: counted, not remembered
+            host, _, pid_text = hp.rpartition(":")
+            self.add_conn(source, line, host, int(pid_text), src, dst, via)
+            return
+        p, key = self._hp[hp]
+        self.add_conn(source, line, key[0], key[1], src, dst, via)  # type: ignore[arg-type]
+        comm_key = self._proc_comm.get(key)
+        c = (self.comms.get(comm_key) if comm_key else None) or self.comms.get("unknown")
+        label, net, gdr = _via(via)
+        hop = (int(src.partition("[")[0]), int(dst.partition("[")[0]))
+        if c is None or hop not in c.hops:  # a communicator or hop past its bound: nothing to fold into
+            return
+        k = (comm_key, hp, rest)
+        self._conn_n[k] = 0
+        self._conn_to[k] = (p, c, hop, label, net is not None, gdr)
+
+    def settle(self) -> None:
+        """Fold the connection lines counted by :meth:`conn_seen` (end of a file)."""
+        total = 0
+        for k, n in self._conn_n.items():
+            if not n:
+                continue
+            p, c, hop, label, is_net, gdr = self._conn_to[k]
+            total += n
+            c.transports[label] += n
+            c.hops[hop][3] += n
+            if is_net:
+                p.net_conns += n
+                p.gdr_conns += n * gdr
+        if total:
+            self.kind_counts["channel_conn"] += total
+        self._hp.clear()
+        self._conn_n.clear()
+        self._conn_to.clear()
 
     def _room(self, what: str, size: int, bound: int) -> bool:
         """Whether one more ``what`` fits under its bound (else the line is counted as untracked)."""

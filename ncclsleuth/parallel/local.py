@@ -36,15 +36,15 @@ def worth_parallel(files: list[InputFile], jobs: int) -> bool:
     return total > PARALLEL_MIN_BYTES
 
 
-def _parse_task(args: tuple[list[InputFile], bool]) -> Result:
+def _parse_task(args: tuple[list[InputFile], bool, frozenset[str]]) -> Result:
     """Worker task: a contiguous run of files merged into one model before it is sent back."""
-    files, cache = args
+    files, cache, drop = args
     gc.disable()  # as in the parent: acyclic events, collection passes are pure overhead here
-    model = JobModel()
+    model = JobModel(drop)
     notices: list[Notice] = []
     read = 0
     for inp in files:
-        part, file_notices, ok = parse_one(inp, cache)
+        part, file_notices, ok = parse_one(inp, cache, drop=drop)
         merge(model, part)
         notices.extend(file_notices)
         read += int(ok)
@@ -63,10 +63,12 @@ def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
 
 
 def parallel_results(files: list[InputFile], jobs: int, cache: bool,
-                     meanwhile: Callable[[], None] | None = None) -> Iterator[Result]:
+                     meanwhile: Callable[[], None] | None = None,
+                     drop: frozenset[str] = frozenset()) -> Iterator[Result]:
     """Per-run results in input order from this process and ``jobs - 1`` forked workers
-    (:mod:`.forked`); ``meanwhile()`` runs here once the workers have started."""
+    (:mod:`.forked`); ``meanwhile()`` runs here once the workers have started; ``drop``: as
+    for :func:`~ncclsleuth.model.build.parse_one`."""
     runs = _runs(files, jobs)
     workers = min(jobs - 1, len(runs) - 1)  # this process takes a run too: no idle worker
-    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache)), workers, meanwhile,
+    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache, drop)), workers, meanwhile,
                             worker_done=lambda: worker_cache(cache).save())

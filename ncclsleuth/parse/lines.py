@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
+from . import fastpath
 from .anchors import PREFILTER, STEP_START, anchor_starts
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
@@ -45,12 +46,13 @@ _MISS = object()
 _FOLDED: Any = object()
 
 
-class Sink(Protocol):
+class Sink(fastpath.Sink, Protocol):
     """Where the fast path puts what it reads (:class:`ncclsleuth.model.job.JobModel`)."""
 
     def add(self, ev: E.Event) -> None: ...
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
+
 _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
@@ -135,14 +137,17 @@ class FileParser:
     """Parses one stream of lines into events."""
 
     def __init__(self, source: str, cache: ShapeCache | None = None, keep_text: bool = True,
-                 use_catalog: bool = True, sink: Sink | None = None) -> None:
+                 use_catalog: bool = True, sink: Sink | None = None,
+                 drop: frozenset[str] = frozenset()) -> None:
         """``keep_text=False`` (analyze) drops lines that mean nothing as early as possible and
         emits no ``text`` events; ``use_catalog=False`` skips catalog ids (unused by rules).
 
         ``sink`` (analyze, with ``keep_text=False``): :meth:`parse_block` hands every event to
         ``sink.add`` as it is made, in line order, and plain per-connection lines (``Channel
         NN/M : a[x] -> b[y] via ...``, the most numerous line of an INFO log) to
-        ``sink.add_conn`` without making events (``JobModel`` is such a sink)."""
+        ``sink.add_conn`` without making events (``JobModel`` is such a sink).  Plain NCCL INFO
+        lines then go by the plan of their shape (:mod:`.fastpath`), for a sink that does not
+        keep the event kinds ``drop``."""
         self.source = source
         self.cache = cache or ShapeCache()
         self.keep_text = keep_text
@@ -161,6 +166,8 @@ class FileParser:
         self._last_error: set[int | None] = set()
         self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
+        self._plans = fastpath.plans_for(self.cache, drop) \
+            if sink is not None and not keep_text and fastpath.ENABLED else None
         #: the tool block open (ibstat, topo -m, ...) and what its reader may read back:
         #: the last lines seen (line by line), or the block of text being scanned and the
         #: end of the one before it (the fast path)
@@ -203,26 +210,47 @@ class FileParser:
                 self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
-        search = PREFILTER.search
+        search, find = PREFILTER.search, text.find
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         self._btext = text
+        plans = self._plans
+        # the next plain NCCL INFO line (``info``: where its line starts), found by str.find: the
+        # prefilter scans only the lines between two of them
+        nxt = info = -1 if plans is None else -2
         while pos <= size:
             if self._open():  # line by line while a block is open
-                end = text.find("\n", pos)
+                end = find("\n", pos)
                 end = size if end < 0 else end
                 self._bpos = pos
                 put(self._line(n, text[pos:end]))
                 n, pos = n + 1, end + 1
                 continue
-            m = search(text, pos)
+            if nxt != -1 and info < pos:
+                nxt = find(" NCCL INFO ", pos)
+                info = -1 if nxt < 0 else max(text.rfind("\n", pos, nxt) + 1, pos)
+            m = search(text, pos) if info < 0 else search(text, pos, info)
             if m is None:
-                break
+                if info < 0:
+                    break
+                n += text.count("\n", pos, info)
+                end = find("\n", nxt)
+                end = size if end < 0 else end
+                line = text[info:end]
+                said = fastpath.fast_line(plans, self.sink, self.source, n, line)  # type: ignore[arg-type]
+                if said:
+                    self._bpos = info
+                    evs = self._line(n, line)
+                    if said == fastpath.NONE and not self._open():  # a line that opens nothing
+                        fastpath.learn(plans, self.cache, self.sink, line, evs)  # type: ignore[arg-type]
+                    put(evs)
+                n, pos = n + 1, end + 1
+                continue
             start = text.rfind("\n", pos, m.start()) + 1
             if start < pos:
                 start = pos
             n += text.count("\n", pos, start)
-            end = text.find("\n", m.start())
+            end = find("\n", m.start())
             end = size if end < 0 else end
             self._bpos = start
             put(self._line(n, text[start:end]))

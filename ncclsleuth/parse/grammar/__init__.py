@@ -200,12 +200,14 @@ class ShapeCache:
         self._shapes: dict[str, Any] = {}
         #: whole-line shape -> Template | None, shared by the files parsed with this cache
         self.line_templates: dict[str, Template | None] = {}
-        #: position-exact line shape (bytes) -> (rule, generated slice fill)
+        #: position-exact line shape (bytes) -> (rule, generated slice fill, absolute field spans)
         self.fixed_templates: dict[bytes, Any] = {}
         #: position-exact line shape -> lines met so far, until its fill is compiled
         self.fixed_seen: dict[bytes, int] = {}
         #: line shapes whose lines hold hex runs (pointers): no position-exact template
         self.no_fixed: set[str] = set()
+        #: retention set -> position-exact line shape -> plan (ncclsleuth.parse.fastpath)
+        self.plan_tables: dict[Any, dict[bytes, Any]] = {}
         self.hits = self.misses = self.parses = 0
         self._store: TemplateStore | None = TemplateStore() if store and enabled else None
 
@@ -290,7 +292,7 @@ class ShapeCache:
             return
         seen = self.fixed_seen.get(fkey, 0) + 1
         if seen >= COMPILE_AFTER and len(self.fixed_templates) < 100_000:
-            self.fixed_templates[fkey] = (tpl.kind, fixed_fill(tpl, parts))
+            self.fixed_templates[fkey] = (tpl.kind, fixed_fill(tpl, parts), fixed_spans(tpl, parts))
             self.fixed_seen.pop(fkey, None)
         elif len(self.fixed_seen) < 100_000:
             self.fixed_seen[fkey] = seen
@@ -506,22 +508,27 @@ def has_hex(parts: list[str]) -> bool:
     return any(p.startswith("0x") for p in parts[1::2])
 
 
-def fixed_fill(tpl: Template, parts: list[str]) -> Any:
-    """A fill function with absolute slices for lines whose digit runs have these lengths."""
+def fixed_spans(tpl: Template, parts: list[str]) -> dict[str, Any]:
+    """Each field's absolute (start, end) in lines of this position-exact shape (a list of
+    them for list fields): what :func:`fixed_fill` slices, and what the analyze fast path
+    (:mod:`ncclsleuth.parse.fastpath`) cuts without making the fields."""
     starts, pos = [], 0
     for p in parts:
         starts.append(pos)
         pos += len(p)
 
-    def cut(sp: tuple[int, int, int, int | None]) -> str:
+    def cut(sp: tuple[int, int, int, int | None]) -> tuple[int, int]:
         i, oi, j, oj = sp
-        a = starts[i] + oi
-        b = starts[j] + (len(parts[j]) if oj is None else oj)
-        return f"t[{a}:{b}]"
+        return starts[i] + oi, starts[j] + (len(parts[j]) if oj is None else oj)
 
+    return {name: [cut(x) for x in sp] if isinstance(sp, list) else cut(sp) for name, sp in tpl.spans.items()}
+
+
+def fixed_fill(tpl: Template, parts: list[str]) -> Any:
+    """A fill function with absolute slices for lines whose digit runs have these lengths."""
     items = []
-    for name, sp in tpl.spans.items():
-        expr = "[" + ", ".join(cut(x) for x in sp) + "]" if isinstance(sp, list) else cut(sp)
+    for name, sp in fixed_spans(tpl, parts).items():
+        expr = "[" + ", ".join(f"t[{a}:{b}]" for a, b in sp) + "]" if isinstance(sp, list) else f"t[{sp[0]}:{sp[1]}]"
         items.append(f"{name!r}: {expr}")
     ns: dict[str, Any] = {}
     exec(CODE.compile("def fill(t):\n    return {" + ", ".join(items) + "}\n", "<fixed-template>"), ns)  # noqa: S102

@@ -1,0 +1,117 @@
+"""The analyze fast path (ncclsleuth.parse.fastpath, and the model not keeping the kinds
+nothing reads, UNREAD_KINDS) changes nothing but speed and memory: the same report, byte for
+byte, with both on and both off, on the fixtures, the shared corpus and generated jobs in both
+layouts (one file with every rank, a folder of per-rank files), one process and two."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _jobs import generator
+
+from ncclsleuth import api
+from ncclsleuth.ingest.sources import discover
+from ncclsleuth.model.build import parse_one
+from ncclsleuth.model.job import UNREAD_KINDS
+from ncclsleuth.parse import fastpath
+from ncclsleuth.parse import lines as L
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.renderers import render
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+def _inputs() -> list[Path]:
+    out = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
+    if CORPUS.is_dir():
+        out += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
+    return out
+
+
+def _report(paths: list[str], monkeypatch: pytest.MonkeyPatch, enabled: bool, jobs: int = 1) -> str:
+    monkeypatch.setattr(fastpath, "ENABLED", enabled)
+    monkeypatch.setattr(L.fastpath, "ENABLED", enabled)
+    monkeypatch.setattr(api, "UNREAD_KINDS", UNREAD_KINDS if enabled else frozenset())
+    report = api.analyze(paths, api.Options(jobs=jobs, cache=True, shared_cache=False))  # plans need the shape cache on
+    return render("json", report)
+
+
+def _job(root: Path, layout: str, ranks: int = 48, comms: int = 3, channels: int = 8, noise: int = 30) -> Path:
+    gen = generator()
+    out = root / layout
+    args = gen.build_parser().parse_args(["--ranks", str(ranks), "--per-host", "8", "--comms", str(comms),
+                                          "--channels", str(channels), "--inject", "desync", "--layout", layout,
+                                          "--noise-per-rank", str(noise), "--out", str(out)])
+    gen.generate(args)
+    return out
+
+
+def test_fixtures_and_corpus_same_with_and_without_plans(monkeypatch):
+    paths = _inputs()
+    assert len(paths) > 20
+    differ = [p for p in paths
+              if _report([str(p)], monkeypatch, True) != _report([str(p)], monkeypatch, False)]
+    assert differ == []
+
+
+@pytest.mark.parametrize("layout,jobs", [("one-file", 1), ("per-rank-files", 1), ("per-rank-files", 2)])
+def test_generated_job_same_with_and_without_plans(tmp_path, monkeypatch, layout, jobs):
+    from ncclsleuth.parallel import local
+
+    monkeypatch.setattr(local, "PARALLEL_MIN_BYTES", 0)  # two processes for a small job too
+    job = _job(tmp_path, layout)
+    fast = _report([str(job)], monkeypatch, True, jobs)
+    assert "desync" in fast.lower()  # the injected failure is found at all
+    assert fast == _report([str(job)], monkeypatch, False, 1)
+
+
+def _kinds_read_by(cond: object, out: set[str]) -> set[str]:
+    """Event kinds named by ``event:`` leaves of a rule's condition tree."""
+    if isinstance(cond, dict):
+        kinds = cond.get("event")
+        if isinstance(kinds, str):
+            out.add(kinds)
+        elif isinstance(kinds, list):
+            out.update(kinds)
+        for v in cond.values():
+            _kinds_read_by(v, out)
+    elif isinstance(cond, list):
+        for v in cond:
+            _kinds_read_by(v, out)
+    return out
+
+
+def test_unread_kinds_are_read_by_no_rule_and_no_reader_of_the_events():
+    from ncclsleuth.rules.loader import default_rule_dir, load_rules
+
+    rules, errors = load_rules([default_rule_dir()])
+    assert rules and not errors
+    read: set[str] = set()
+    for r in rules:
+        _kinds_read_by(r.match, read)
+    assert "comm_init" in read or "nvls" in read  # the walk finds kinds at all
+    assert not read & UNREAD_KINDS
+    # every other reader of JobModel.events names its kind in a literal: none is unread
+    import re
+
+    pkg = ROOT / "ncclsleuth"
+    named = {m for p in pkg.rglob("*.py") for m in re.findall(r"events\.get\(\"(\w+)\"", p.read_text())}
+    named |= {m for p in pkg.rglob("*.py") for m in re.findall(r"\.of\(([^)]*)\)", p.read_text())}
+    assert "comm_init" in named
+    assert not {k for k in UNREAD_KINDS if any(k in n for n in named)}
+
+
+def test_plans_are_made_and_used_on_a_dense_log(tmp_path, monkeypatch):
+    """The comparison above means something only if the plans ran: connection lines of a
+    generated job get the CONN plan, and the model counts every one of them."""
+    job = _job(tmp_path, "one-file", ranks=16, comms=1, channels=4, noise=0)
+    monkeypatch.setattr(L.fastpath, "ENABLED", True)
+    shapes = ShapeCache(store=False)
+    (inp,) = discover([str(job)]).files
+    model, _, _ = parse_one(inp, True, shapes)
+    plans = [p for table in shapes.plan_tables.values() for p in table.values()]
+    assert any(p[0] == fastpath.CONN for p in plans)
+    text = Path(inp.path).read_text()
+    conn_lines = sum(1 for ln in text.splitlines() if " NCCL INFO Channel " in ln and " via " in ln)
+    assert model.kind_counts["channel_conn"] == conn_lines > 0

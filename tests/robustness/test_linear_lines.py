@@ -96,12 +96,12 @@ def _peak(fn: Callable[[str], None], line: str) -> int:
 def test_one_mb_line_is_linear_and_bounded(shape: str, path: str) -> None:
     fn = PATHS[path]
     line = SHAPES[shape](MB)
-    fn(SHAPES[shape](4096))  # warm: grammar and catalog loaded, regexes compiled
+    fn(SHAPES[shape](MB // 16))  # warm: grammar and catalog loaded, regexes compiled
     small_t = _cpu(fn, SHAPES[shape](MB // 4))
     took = _cpu(fn, line)
     assert took < BUDGET_S, f"{shape} through {path}: {took:.2f} s"
-    # 4x the input, at most RATIO x the time (quadratic would be 16x); below 50 ms noise rules
-    assert took < max(RATIO * small_t, 0.05), f"{shape} through {path}: {small_t:.3f} s -> {took:.3f} s for 4x"
+    # 4x the input, at most RATIO x the time (quadratic would be 16x); below 0.25 s noise rules
+    assert took < max(RATIO * small_t, 0.25), f"{shape} through {path}: {small_t:.3f} s -> {took:.3f} s for 4x"
     # memory, traced on 64 KB (tracing every allocation of a 1 MB line takes a minute): at most
     # BUDGET_MB per MB of line (the old peel: 530 MB for 1 MB)
     peak = _peak(fn, SHAPES[shape](MB // 16))

@@ -64,11 +64,12 @@ def _tmux_capture(tmp_path: Path, width: int, *args: str, env_add: dict[str, str
     tmux pane (a real tty, no COLUMNS: the width is the terminal's), captured as drawn."""
     import shlex
     import time
+    import uuid
 
-    sock = f"ncclsleuth-test-{os.getpid()}-{width}"
+    sock = f"ncclsleuth-test-{uuid.uuid4().hex[:12]}"  # a server of its own (a killed one may still be closing)
     conf = tmp_path / "tmux.conf"
     conf.write_text("set -g history-limit 20000\n")
-    done = tmp_path / f"done-{width}-{len(list(tmp_path.glob('done-*')))}"
+    done = tmp_path / f"done-{sock}"
     cmd = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "ncclsleuth", *args))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TMUX")}
     env.update(env_add or {})

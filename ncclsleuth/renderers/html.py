@@ -51,7 +51,7 @@ h1{font-size:22px;margin:4px 0 6px}h2{font-size:18px;border-bottom:1px solid var
 h3{font-size:15px;margin:0 0 4px}
 code,pre{font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:8px 10px;white-space:pre-wrap;
-word-break:break-all;margin:6px 0}
+overflow-wrap:anywhere;margin:6px 0}
 .verdict{border-left:6px solid var(--muted);background:var(--soft);padding:12px 16px;border-radius:6px}
 .verdict.error{border-color:var(--err)}.verdict.warning{border-color:var(--warn)}.verdict.info{border-color:var(--info)}
 .verdict.ok{border-color:#2e7d32}
@@ -70,7 +70,7 @@ svg text{font-family:-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
 .fig svg{max-width:100%;height:auto}
 header.pm{display:flex;flex-wrap:wrap;gap:4px 24px;color:var(--muted);font-size:12px;border-bottom:1px solid var(--line);
 padding-bottom:8px;margin-bottom:12px}header.pm b{color:var(--fg)}
-header.pm code{font-size:11px;word-break:break-all}
+header.pm code{font-size:11px;overflow-wrap:anywhere}
 .rep{color:var(--muted);margin-left:6px}
 footer{margin-top:36px;color:var(--muted);font-size:12px}
 """
@@ -151,12 +151,33 @@ def _summary(report: Any) -> str:
     if per_host:
         v = report.verdict
         hot = set(v.hosts) if v else set()
-        out.append("<table><tr><th>host</th><th>network</th></tr>")
-        for h, nets in per_host.items():
-            style = f' style="color:{HOT};font-weight:700"' if h in hot else ""
-            out.append(f"<tr><td{style}>{_e(h)}</td><td>{_e(', '.join(nets) or 'not logged')}</td></tr>")
-        out.append("</table>")
+        out.append(_hosts_table(per_host, hot))
     return "\n".join(out)
+
+
+#: hosts listed one per row up to this many; more are grouped by their networks
+MAX_HOST_ROWS = 32
+
+
+def _hosts_table(per_host: dict[str, list[str]], hot: set[str]) -> str:
+    """Host -> network, one row per host; for a big job one row per network (the hosts
+    that use it: the culprit's first, in red, then the first few and a count), so 128
+    hosts are a few rows, not a page."""
+    red = f' style="color:{HOT};font-weight:700"'
+    if len(per_host) <= MAX_HOST_ROWS:
+        rows = [f"<tr><td{red if h in hot else ''}>{_e(h)}</td><td>{_e(', '.join(n) or 'not logged')}</td></tr>"
+                for h, n in per_host.items()]
+        return "\n".join(["<table><tr><th>host</th><th>network</th></tr>", *rows, "</table>"])
+    by_net: dict[str, list[str]] = {}
+    for h, nets in per_host.items():
+        by_net.setdefault(", ".join(nets) or "not logged", []).append(h)
+    rows = []
+    for net, hosts in by_net.items():
+        first = [h for h in hosts if h in hot] + [h for h in hosts if h not in hot]
+        shown = ", ".join(f"<span{red}>{_e(h)}</span>" if h in hot else _e(h) for h in first[:8])
+        more = f" and {len(hosts) - 8:,} more" if len(hosts) > 8 else ""
+        rows.append(f"<tr><td>{_e(net)}</td><td>{len(hosts):,}</td><td>{shown}{more}</td></tr>")
+    return "\n".join(["<table><tr><th>network</th><th>hosts</th><th>which</th></tr>", *rows, "</table>"])
 
 
 def _unexplained(report: Any) -> str:

@@ -168,6 +168,23 @@ def test_a_1024_rank_ring_is_a_summary_of_hosts() -> None:
     assert len(svg) < 60_000
 
 
+def test_a_1024_rank_job_is_summarised_through_the_cli(tmp_path: Path) -> None:
+    """``ncclsleuth report`` on 1,024 ranks (128 hosts, an IB link broken between node047
+    and node048): the ring is the host summary, the host table a row per network with the
+    culprit's hosts first, in red, not 128 rows."""
+    job = tmp_path / "j1024"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "generate.py"), "--ranks", "1024", "--per-host", "8",
+                    "--channels", "2", "--inject", "ib_error", "--nccl-version", "2.23", "--out", str(job),
+                    "--seed", "3"], check=True, capture_output=True, timeout=300)
+    _, text = _page(tmp_path, job, "j1024")
+    ring = text.split("<h2>Topology</h2>")[1].split("</svg>")[0]
+    assert "Summary view" in ring and "1,024 ranks on 128 host runs" in ring
+    hosts = text.split("<th>network</th><th>hosts</th><th>which</th>")[1].split("</table>")[0]
+    assert hosts.count("<tr>") == 1  # one network, one row
+    assert re.search(r"<td>IB</td><td>128</td><td><span style=\"color:#d32f2f;font-weight:700\">node047</span>", hosts)
+    assert "and 120 more" in hosts
+
+
 def _screenshot(exe: str, page: Path, png: Path, width: int) -> bytes:
     res = _run_chromium(exe, "--hide-scrollbars", f"--screenshot={png}", f"--window-size={width},2400", page.as_uri())
     assert png.exists(), res.stderr[-2000:]
@@ -213,6 +230,7 @@ def test_postmortem_screenshots_at_two_widths(tmp_path: Path, name: str, request
     job = {"desync-16": DESYNC, "job64": JOB64}.get(name) or request.getfixturevalue("init64")
     page, text = _page(tmp_path, job, job.name)
     assert ".fig svg{max-width:100%;height:auto}" in text
+    assert "break-all" not in text  # a fix wraps at its spaces in a narrow window ('checkpoin|t' it was)
     wide = _screenshot(exe, page, tmp_path / "wide.png", 1400)
     narrow = _screenshot(exe, page, tmp_path / "narrow.png", 820)
     assert len(wide) > 100_000 and len(narrow) > 100_000

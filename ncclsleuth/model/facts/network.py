@@ -109,7 +109,7 @@ def bad_interface(model: JobModel) -> list[BadInterface]:
                 alts = [a for a in _good_alternatives(model, p.host) if a != i.name]
                 out.append({"host": p.host or "?", "pid": p.pid, "iface": i.name, "addr": i.addr or "",
                             "where": where, "reason": why, "first": first,
-                            "alternatives": ",".join(alts) or "the node's routable interface",
+                            "alternatives": ",".join(alts),  # '' when the log shows no other
                             "suggest": alts[0] if alts else "<routable-iface>",
                             "evidence": [iev]})
     return out

@@ -790,11 +790,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1")
         if self.close_connection:
             self.send_header("Connection", "close")
+        # logged before the body goes out: a client that has its answer finds the line written
+        self.access_line(int(status), len(data) if self.command != "HEAD" else 0)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
         self.server.set_deadline(self.connection, None)
-        self.access_line(int(status), len(data) if self.command != "HEAD" else 0)
 
     def _error(self, status: HTTPStatus, message: str, close: bool = True) -> None:
         if close:

@@ -507,7 +507,8 @@ def test_the_input_object_is_opened_once(tmp_path, monkeypatch):
     from ncclsleuth.ingest import decode
 
     opened: list[str] = []
-    monkeypatch.setattr(decode, "open", lambda path, mode: (opened.append(path), open(path, mode))[1], raising=False)
+    real = decode.open_regular  # what open_binary opens a file with (a regular file only)
+    monkeypatch.setattr(decode, "open_regular", lambda path: (opened.append(path), real(path))[1])
     report = api.analyze([str(tmp_path)])
     assert report.files_read == 2
     assert sorted(opened) == sorted([str(tmp_path / "rank_0"), str(tmp_path / "log.txt")])  # once each

@@ -37,6 +37,7 @@ ENVELOPE_KEYWORDS = (
     "NCCL", "CCOM", "WARN", "ERROR", "FATAL", "CRITICAL", "[E", "] INFO", "Exception", "Error", "Traceback",
     'File "', "KeyboardInterrupt", "Timeout", "Timed", "Failed",
     "Last error:",  # PyTorch's NCCL error text: NCCL's last WARN follows on the next line
+    ": error: ",  # Slurm's error lines (srun: error:, slurmstepd: error:)
 )
 #: the same as regexes: glog's ``E1129 `` and PyTorch's ``[rank3]:[E...``
 KEYWORD_RX = (r"E\d{4} ", r"\[rank\d+\]:\[E")

@@ -58,6 +58,11 @@ _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
+#: lines whose own words mark them a problem, with no level field: Slurm's ``srun: error:`` and
+#: ``slurmstepd: error:`` (its error() prefix), the C++ runtime's abort when an exception
+#: escapes (libstdc++ ``__gnu_cxx::__verbose_terminate_handler``)
+_MARKED = re.compile(r"(?:srun|slurmstepd|sbatch|salloc|srun\[\d+\]): error: |terminate called "
+                     r"(?:after throwing an instance of|recursively|without an active exception)")
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 #: PyTorch's NCCL error text ends with ``"\nLast error:\n" + ncclGetLastError()`` (NCCLUtils
 #: getNcclErrorDetailStr, torch 1.13..2.15): the text of NCCL's last WARN, without its prefix
@@ -73,6 +78,27 @@ _NOT_A_WARN = ("Exception raised from", "Traceback", "File ", "frame #", "termin
 #: continuation lines a hard-wrapped message may be joined with (a watchdog message broken
 #: after "timeout:" and after its WorkNCCL(...) is three lines)
 MAX_JOINS = 3
+
+
+def _record_texts(text: str, records: list[Record]) -> list[str]:
+    """The part of a line each of its glued records was read from (its evidence text).
+
+    Each event keeps its own part, not the whole line: 20,000 records glued onto one 1 MB
+    line would otherwise carry 20,000 copies of it into every rule and the report.  Bodies
+    are found left to right from where the previous one ended (linear); a body that was
+    rewritten (a Markdown link) is its own text.
+    """
+    out: list[str] = []
+    pos = 0
+    for i, rec in enumerate(records):
+        at = text.find(rec.body, pos) if rec.body else -1
+        if at < 0:
+            out.append(rec.body)
+            continue
+        end = len(text) if i == len(records) - 1 else at + len(rec.body)
+        out.append(text[pos:end].strip())
+        pos = end
+    return out
 
 
 @dataclass
@@ -377,15 +403,16 @@ class FileParser:
         if text.lstrip().startswith("#"):
             self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
-        recs = peel(text)
-        for rec in recs:
+        records = peel(text)
+        texts = _record_texts(text, records) if len(records) > 1 else (text,)
+        for rec, own in zip(records, texts):
             self.stats.records += 1
             if rec.family == "nccl":
-                ev = self._nccl(rec, lineno, text)
+                ev = self._nccl(rec, lineno, own)
             else:
-                rest, ev = self._quoted(rec, lineno, text, out)
+                rest, ev = self._quoted(rec, lineno, own, out)
                 if rest is not None:
-                    ev = self._other(rest, lineno, text, out)
+                    ev = self._other(rest, lineno, own, out)
             if ev is not None and (self.keep_text or ev.kind != "text"):
                 out.append(ev)
                 k = ev.kind
@@ -394,8 +421,8 @@ class FileParser:
                     evs = self._blocks.start(ev, partial(self._recent, lineno))
                     self._count(evs)
                     out.extend(evs)
-        if len(recs) == 1 and len(out) == 1 and recs[0].family == "other" and self._holds(recs[0], out[0]):
-            self._held = _Held(lineno, text, recs[0], out)
+        if len(records) == 1 and len(out) == 1 and records[0].family == "other" and self._holds(records[0], out[0]):
+            self._held = _Held(lineno, text, records[0], out)
             return []
         return out
 
@@ -662,7 +689,8 @@ class FileParser:
             if exc is not None:
                 return None  # the traceback event carries the exception line
         if ev is None:
-            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)):
+            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)) \
+                    or _MARKED.match(body):
                 return self._make(E.WarnText, rec, lineno, text, {"message": body})
             return self._make(E.Text, rec, lineno, text, {})
         return ev

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from .. import events as E
 from ..ingest.decode import clean
 from . import fastpath
-from .anchors import PREFILTER, STEP_START, anchor_starts
+from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
@@ -236,7 +236,7 @@ class FileParser:
                 self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
-        search, find = PREFILTER.search, text.find
+        search, find = prefilter_for(text).search, text.find
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         self._btext = text

@@ -99,6 +99,9 @@ def test_one_mb_line_is_linear_and_bounded(shape: str, path: str) -> None:
     fn(SHAPES[shape](MB // 16))  # warm: grammar and catalog loaded, regexes compiled
     small_t = _cpu(fn, SHAPES[shape](MB // 4))
     took = _cpu(fn, line)
+    if took >= max(RATIO * small_t, 0.25):  # once more, the best of two: CPU time still moves under load
+        small_t = min(small_t, _cpu(fn, SHAPES[shape](MB // 4)))
+        took = min(took, _cpu(fn, line))
     assert took < BUDGET_S, f"{shape} through {path}: {took:.2f} s"
     # 4x the input, at most RATIO x the time (quadratic would be 16x); below 0.25 s noise rules
     assert took < max(RATIO * small_t, 0.25), f"{shape} through {path}: {small_t:.3f} s -> {took:.3f} s for 4x"

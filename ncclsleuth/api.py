@@ -55,8 +55,11 @@ class Options:
     #: the shape cache and the templates on disk (results are identical without)
     cache: bool = True
     #: use (and save) the process's shape cache; False: a fresh one for this call, not saved
-    #: (analyses running in threads at once: ``serve``)
+    #: (analyses running in threads at once)
     shared_cache: bool = True
+    #: with ``shared_cache=False``: this shape cache instead of a fresh one, not saved either
+    #: (``serve``: loaded once at start, inherited by its worker processes)
+    shapes: ShapeCache | None = field(default=None, repr=False)
     #: rules already loaded; None: load the shipped pack (``default_rules``) and ``rule_dirs``
     rules: Sequence[Rule] | None = None
     #: extra rule folders
@@ -231,7 +234,7 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
             results = source = parallel_results(found.files, jobs, cache, meanwhile, drop)
             meanwhile = None
         else:
-            shapes = None if options.shared_cache else ShapeCache(enabled=cache)
+            shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)
             results = (parse_one(f, cache, shapes, drop) for f in found.files)
     if meanwhile is not None:
         meanwhile()
@@ -246,6 +249,7 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
         close = getattr(source, "close", None)
         if close is not None:
             close()
+    notices.extend(Notice("job", why) for why in model.bounds_met())
     if engine is not None:
         notices[:0] = getattr(source, "notices", [])  # discovery notices first, as discover()'s are
     elif options.shared_cache:

@@ -16,8 +16,20 @@ FIXTURES = ROOT / "fixtures"
 CORPUS = ROOT.parent / "shared" / "corpus"
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def require_shared(path: Path, what: str) -> Path:
+    """``path`` of the shared data beside the checkout; missing: skip on a workstation, but
+    fail when CI runs (``CI=true``), where a check that silently shrinks is no check."""
+    if not path.exists():
+        if in_ci():
+            pytest.fail(f"CI=true but {what} is not at {path}")
+        pytest.skip(f"{what} is not at {path} (a CI run fails here)")
+    return path
+
+
 @pytest.fixture
 def corpus() -> Path:
-    if not CORPUS.exists():
-        pytest.skip("../shared/corpus is not beside this checkout")
-    return CORPUS
+    return require_shared(CORPUS, "the shared corpus")

@@ -164,3 +164,22 @@ def test_the_parser_uses_the_grammar_declarations():
     assert set(A.ENVELOPE_KEYWORDS) <= set(A.KEYWORDS) and len(A.KEYWORDS) == len(set(A.KEYWORDS))
     assert A.anchor_starts("x [rank1]: Watchdog caught collective operation timeout") == [11]
     assert A.anchor_starts("foo: Connect to 10.0.0.1<1234> failed : Connection refused") == [0, 5]
+
+
+@pytest.mark.parametrize("text", [
+    "step 10 | loss 1.2 | time: 40ms\nnode1:1:1 [0] NCCL INFO Bootstrap : Using eth0\nterminated normally\n",
+    "iter 5\nterminate called after throwing an instance of 'c10::DistBackendError'\n  what():  x\n",
+    "srun: error: node07: task 3: Exited with exit code 1\nepoch 2 done\n",
+    "[enforce fail at gloo/transport/tcp/pair.cc:446] op.preamble.length <= op.nbytes. 4 vs 2\n",
+])
+def test_the_block_prefilter_finds_what_the_full_one_finds(text: str) -> None:
+    """parse_block scans a block with the prefilter without the frequent-first-character
+    keywords unless one of them is in the block: the matches must be the same."""
+    full = [m.span() for m in A.PREFILTER.finditer(text)]
+    assert [m.span() for m in A.prefilter_for(text).finditer(text)] == full
+    assert full  # each text holds a keyword
+
+
+def test_frequent_first_character_keywords_are_few() -> None:
+    """Each one costs a str.find per block of every log: a new one needs a reason."""
+    assert set(A.COMMON_FIRST_KEYWORDS) == {"terminate called", ": error: "}

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import require_shared
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "catalog_coverage.py"
 #: issue 19: ">= 85% lead to a specific finding with a meaning drawn from the source"
@@ -49,8 +50,8 @@ def _check(results: list[dict], name: str, specific_min: float) -> None:  # type
     assert share >= specific_min, f"{name}: {share:.1%} lead to a specific finding (< {specific_min:.0%})"
 
 
-@pytest.mark.skipif(not cc.REF.is_file(), reason="no ../shared/reference/nccl/messages.tsv beside the checkout")
 def test_every_nccl_warn_format_is_in_the_report():
+    require_shared(cc.REF, "the NCCL message catalog (../shared/reference/nccl/messages.tsv)")
     results = cc.nccl_results()
     assert len(results) > 1300  # every call site of 2.3..2.30, not a sample
     _check(results, "NCCL core WARN", NCCL_SPECIFIC_MIN)

@@ -363,7 +363,8 @@ def test_a_size_mismatch_and_the_rank_it_killed():
 def test_detail_mode_dumps_hold_no_collective_in_flight_and_the_logs_decide():
     case = REAL / "fr-size-mismatch-detail"
     report = _analyze(case / "console.log", case / "dumps" / "pickle")
-    assert report.verdict is not None and report.verdict.rule_id == "DESYNC001"
+    # the logs' odd one out: rank 2's DETAIL fingerprint differs from the other three's
+    assert report.verdict is not None and (report.verdict.rule_id, report.verdict.ranks) == ("DESYNC005", [2])
     quiet = next(f for f in report.findings if f.rule_id == "FR006")
     assert quiet.severity == "info" and "TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper" in quiet.message
     assert not [f for f in _fr(report) if f.severity == "error"]
@@ -506,7 +507,8 @@ def test_the_input_object_is_opened_once(tmp_path, monkeypatch):
     from ncclsleuth.ingest import decode
 
     opened: list[str] = []
-    monkeypatch.setattr(decode, "open", lambda path, mode: (opened.append(path), open(path, mode))[1], raising=False)
+    real = decode.open_regular  # what open_binary opens a file with (a regular file only)
+    monkeypatch.setattr(decode, "open_regular", lambda path: (opened.append(path), real(path))[1])
     report = api.analyze([str(tmp_path)])
     assert report.files_read == 2
     assert sorted(opened) == sorted([str(tmp_path / "rank_0"), str(tmp_path / "log.txt")])  # once each
@@ -519,12 +521,13 @@ def test_an_input_file_object_still_reads_as_a_log():
 
 @pytest.mark.parametrize("case", ["fr-skip-allreduce", "fr-ring-wrap"])
 def test_a_rank_in_the_barrier_is_no_busy_rank_when_the_dumps_show_a_desync(case):
-    """Logs alone read the barrier traceback as TIMEOUT002 (a rank worked alone past the
-    timeout); the dumps show rank 1 in barrier where the others all_reduce, so the merged
-    list has one explanation, and the log lines TIMEOUT002 quoted are accounted for by it."""
+    """Logs alone name rank 1 as the odd one out (its traceback stops in barrier where the
+    others' stop in all_reduce: DESYNC005), not TIMEOUT002 (a rank worked alone past the
+    timeout); the dumps show the same, so the merged list has one explanation, and the log
+    lines DESYNC005 quoted are accounted for by it."""
     logs_only = _analyze(REAL / case / "console.log")
-    assert [f.rule_id for f in logs_only.findings][:1] == ["TIMEOUT002"]
-    quoted = {(e.file, e.line) for f in logs_only.findings if f.rule_id == "TIMEOUT002" for e in f.evidence}
+    assert [(f.rule_id, f.ranks) for f in logs_only.findings][:1] == [("DESYNC005", [1])]
+    quoted = {(e.file, e.line) for f in logs_only.findings if f.rule_id == "DESYNC005" for e in f.evidence}
     report = _analyze(REAL / case / "console.log", REAL / case / "dumps" / "pickle")
     ids = [f.rule_id for f in report.findings if f.severity == "error"]
     assert ids[0] == "FR001" and "TIMEOUT002" not in ids

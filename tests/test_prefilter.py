@@ -82,6 +82,8 @@ def test_connection_lines_folded_without_events_give_the_same_model():
             for first, block in BlockReader(inp):
                 for ev in fp.parse_block(first, block):
                     slow.add(ev)
+            for ev in [*fp.finish(), *fp.tail()]:  # as parse_one: what is left open, where the output stops
+                slow.add(ev)
             slow.lines = fast.lines
             assert summarize(fast) == summarize(slow), path
             assert {k: c.hops for k, c in fast.comms.items()} == {k: c.hops for k, c in slow.comms.items()}

@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -124,21 +127,48 @@ def test_size_limit_413() -> None:
         srv.shutdown_all()
 
 
-def test_timeout_504_and_busy_503(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_timeout_kills_the_worker_and_frees_its_slot_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timed-out analysis used to run on in its thread: the next request got 503 until it ended."""
     real = serve.analyze_bytes
 
-    def slow(data: bytes, rules: list) -> object:
+    def slow(data: bytes, rules: list, source: str = "<request>", shapes: object = None) -> object:
         if data.startswith(b"SLOW"):
-            time.sleep(1.5)
-        return real(data, rules)
+            time.sleep(30)
+        return real(data, rules, source, shapes)
+
+    monkeypatch.setattr(serve, "analyze_bytes", slow)  # the workers are forked after this
+    srv, url = _start(timeout_s=1.0, workers=1)
+    try:
+        t = time.monotonic()
+        assert call(url + "/analyze", b"SLOW\n")[0] == 504
+        assert time.monotonic() - t < 5
+        t = time.monotonic()
+        code, body, _ = call(url + "/analyze", ROCE.read_bytes())  # the one worker was killed and replaced
+        assert code == 200 and json.loads(body)["findings"][0]["category"] == "roce_gid"
+        assert time.monotonic() - t < 10
+    finally:
+        srv.shutdown()
+        srv.shutdown_all()
+
+
+def test_busy_503_beyond_workers_and_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = serve.analyze_bytes
+
+    def slow(data: bytes, rules: list, source: str = "<request>", shapes: object = None) -> object:
+        if data.startswith(b"SLOW"):
+            time.sleep(2)
+        return real(data, rules, source, shapes)
 
     monkeypatch.setattr(serve, "analyze_bytes", slow)
-    srv, url = _start(timeout_s=0.3, workers=1)
+    srv, url = _start(timeout_s=10.0, workers=1, queue=1)
     try:
-        assert call(url + "/analyze", b"SLOW\n")[0] == 504
-        assert call(url + "/analyze", LINE)[0] == 503  # the one worker is still busy
-        time.sleep(1.5)
-        assert call(url + "/analyze", LINE)[0] == 200
+        with ThreadPoolExecutor(3) as pool:
+            first = pool.submit(call, url + "/analyze", b"SLOW " + LINE)
+            time.sleep(0.5)
+            queued = pool.submit(call, url + "/analyze", LINE)  # waits for the worker
+            time.sleep(0.3)
+            assert call(url + "/analyze", LINE)[0] == 503  # one running, one waiting: full
+            assert first.result()[0] == 200 and queued.result()[0] == 200
     finally:
         srv.shutdown()
         srv.shutdown_all()
@@ -185,6 +215,208 @@ def test_serve_prints_the_address_it_listens_on_also_when_the_host_is_bytes(monk
     res = CliRunner().invoke(main, ["serve", "--port", "8123"])
     assert res.exit_code == 0, res.output
     assert "serving on http://127.0.0.1:8123 (POST /analyze" in res.output and "b'" not in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile clients (issue 17): each of these was reproduced against the server before.
+
+
+
+def raw_request(url: str, data: bytes, read_timeout: float = 30.0, shut: bool = True) -> bytes:
+    """Send raw bytes on a fresh connection; what the server answers until it closes."""
+    host, port = url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=read_timeout) as s:
+        try:
+            s.sendall(data)
+            if shut:
+                s.shutdown(socket.SHUT_WR)
+        except OSError:  # answered and closed before all was sent (a limit): read the answer
+            pass
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (TimeoutError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
+
+
+@pytest.fixture
+def small() -> Iterator[str]:
+    srv, url = _start(max_bytes=1000, read_timeout=1.0, request_timeout=3.0)
+    yield url
+    srv.shutdown()
+    srv.shutdown_all()
+
+
+@pytest.mark.parametrize("length", ["-1", "+5", " 5 x", "1_0", "0x10", "5.0", "١٠"])
+def test_content_length_must_be_a_plain_integer(small: str, length: str) -> None:
+    """``Content-Length: -1`` passed the size check and read until the client closed (a 120 MB
+    body past a 50 MB limit was analysed); ``+5``, `` 5 ``, ``1_0`` were accepted too."""
+    answer = raw_request(small, f"POST /analyze HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode()
+                         + b"x" * 5000)
+    assert status_of(answer) == 400, answer[:200]
+    assert b"Content-Length" in answer
+
+
+def test_chunked_bodies_count_against_the_limit(small: str) -> None:
+    def chunked(body: bytes) -> bytes:
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 300]), body[i:i + 300]) for i in range(0, len(body), 300))
+        return (b"POST /analyze HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n")
+
+    assert status_of(raw_request(small, chunked(b"x" * 5000))) == 413
+    ok = raw_request(small, chunked(b"h:1:1 [0] misc/socket.cc:1 NCCL WARN connect refused\n" * 10))
+    assert status_of(ok) == 200
+    both = (b"POST /analyze HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\n\r\n")
+    assert status_of(raw_request(small, both)) == 400  # request smuggling's ambiguity: refused
+    assert status_of(raw_request(small, b"POST /analyze HTTP/1.1\r\nHost: x\r\n\r\n")) == 411
+
+
+def test_idle_and_slow_clients_are_cut_off(small: str) -> None:
+    """Idle connections were held with no timeout (20 slow clients held 20 connections for 60 s)."""
+    host, port = small.split("//")[1].split(":")
+    t = time.monotonic()
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(5)]
+    assert all(s.recv(10) == b"" for s in idle)  # closed by the server after read_timeout
+    assert time.monotonic() - t < 5
+    slow = socket.create_connection((host, int(port)), timeout=10)
+    t = time.monotonic()
+    closed = False
+    for c in b"POST /analyze HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n":  # a byte every 0.5 s
+        try:
+            slow.sendall(bytes([c]))
+        except OSError:
+            closed = True
+            break
+        time.sleep(0.5)
+        if time.monotonic() - t > 6:
+            break
+    assert closed or slow.recv(10) == b""  # cut at request_timeout (3 s), although never silent 1 s
+    assert time.monotonic() - t < 6
+    for s in idle + [slow]:
+        s.close()
+
+
+def test_connection_limit() -> None:
+    srv, url = _start(max_connections=3, read_timeout=5.0)
+    host, port = url.split("//")[1].split(":")
+    held = [socket.create_connection((host, int(port)), timeout=10) for _ in range(3)]
+    try:
+        time.sleep(0.3)
+        answer = raw_request(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", read_timeout=5)
+        assert status_of(answer) == 503
+    finally:
+        for s in held:
+            s.close()
+        srv.shutdown()
+        srv.shutdown_all()
+
+
+def test_deflate_decoded_br_and_zstd_refused(server: str) -> None:
+    """deflate, br and zstd bodies were analysed as text: 200 "no problem found"."""
+    log = ROCE.read_bytes()
+    for body in (zlib.compress(log), zlib.compress(log)[2:-4]):  # zlib-wrapped, and raw deflate
+        code, out, _ = call(server + "/analyze", body, {"Content-Encoding": "deflate"})
+        assert code == 200 and json.loads(out)["findings"][0]["category"] == "roce_gid"
+    for enc in ("br", "zstd", "compress", "gzip, br"):
+        code, out, _ = call(server + "/analyze", log, {"Content-Encoding": enc})
+        assert code == 415, (enc, code)
+
+
+def test_every_gzip_member_is_read(server: str) -> None:
+    """Only the first member of a multi-member gzip was read."""
+    lines = ROCE.read_bytes().splitlines(keepends=True)
+    body = gzip.compress(b"just a line\n") + gzip.compress(b"".join(lines))
+    code, out, _ = call(server + "/analyze", body, {"Content-Encoding": "gzip"})
+    assert code == 200 and json.loads(out)["findings"][0]["category"] == "roce_gid"
+
+
+def test_truncated_gzip_is_analysed_with_a_notice(server: str) -> None:
+    """A truncated gzip body was analysed in part with no notice."""
+    gz = gzip.compress(ROCE.read_bytes() * 20)
+    code, out, headers = call(server + "/analyze", gz[: len(gz) // 2], {"Content-Encoding": "gzip"})
+    d = json.loads(out)
+    assert code == 200 and d["findings"]
+    assert any("truncated" in n["message"] for n in d["notices"]), d["notices"]
+    assert "truncated" in headers.get("X-Ncclsleuth-Notice", "")
+
+
+def test_random_bytes_are_not_a_log(server: str) -> None:
+    """1 MB of random bytes got 200 "no problem found"."""
+    code, out, _ = call(server + "/analyze", os.urandom(1 << 20))
+    err = json.loads(out)["error"]
+    assert code == 422 and err.startswith("not a log") and "the body is not text" in err
+    latin = "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4 on héllo wörld\n".encode("latin-1") * 50
+    code, _, _ = call(server + "/analyze", latin)
+    assert code == 200  # a few non-UTF-8 letters are still text
+
+
+@pytest.mark.parametrize("query,why", [("max_chars=-50", "max_chars"), ("max_chars=10", "max_chars"),
+                                       ("max_chars=abc", "max_chars"), ("redact=maybe", "redact"),
+                                       ("fromat=json", "unknown parameter"), ("format=json&format=slack", "more than once"),
+                                       ("format=xml", "format")])
+def test_parameters_are_checked(server: str, query: str, why: str) -> None:
+    """``max_chars=-50`` returned a body of ``…``."""
+    code, out, _ = call(server + "/analyze?" + query, ROCE.read_bytes())
+    assert code == 400 and why in json.loads(out)["error"]
+
+
+def test_head_and_methods(server: str) -> None:
+    """HEAD returned 501."""
+    req = urllib.request.Request(server + "/healthz", method="HEAD")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200 and r.read() == b"" and int(r.headers["Content-Length"]) > 0
+    assert call(server + "/analyze")[0] == 405
+    req = urllib.request.Request(server + "/analyze", data=b"x", method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 405
+
+
+def test_templates_and_rules_are_loaded_once_at_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each request read the 8.6 MB template cache from disk."""
+    from ncclsleuth.parse import grammar
+
+    reads = tmp_path / "reads"
+    real = grammar._read_store
+
+    def counted() -> object:
+        with open(reads, "a") as f:  # appended from whichever process reads
+            f.write("r\n")
+        return real()
+
+    monkeypatch.setattr(grammar, "_read_store", counted)
+    srv, url = _start(workers=2)
+    try:
+        at_start = reads.read_text().count("r") if reads.exists() else 0
+        for _ in range(4):
+            assert call(url + "/analyze", HOROVOD.read_bytes())[0] == 200
+        assert (reads.read_text().count("r") if reads.exists() else 0) == at_start <= 1
+    finally:
+        srv.shutdown()
+        srv.shutdown_all()
+
+
+def test_glued_records_body_is_fast_and_bounded(server: str) -> None:
+    """One 1 MB line of glued NCCL records cost 5 s and 530 MB before a RecursionError; four such
+    gzip bodies (99 KB each) held the server at 3 GB and answered 503 for over 2 minutes."""
+    line = "".join(f"node{i % 97}:1:1 [0] misc/socket.cc:540 NCCL WARN socketPollConnect: refused"
+                   for i in range(12000))[: 1 << 20]
+    body = gzip.compress((line + "\n").encode())
+    t = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: call(server + "/analyze", body, {"Content-Encoding": "gzip"}), range(4)))
+    assert [r[0] for r in results] == [200] * 4
+    assert time.monotonic() - t < 30
+    assert "node" not in results[0][1].decode()  # redacted: every glued host too
 
 
 @pytest.mark.parametrize("body", [b"hello world\n", bytes(range(256)) * 800], ids=["hello", "random"])

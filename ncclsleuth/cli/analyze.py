@@ -76,12 +76,16 @@ def analyze(paths: tuple[str, ...], fmt: str | None, rule_dirs: tuple[str, ...],
         opts = {"quiet": quiet, "width": terminal_width(to_file=output is not None)}
     if max_chars is not None and fmt in ("markdown", "slack"):
         opts["max_chars"] = max_chars
+    redactor = None
     if cfg.redact(redact):
+        from ..report.redact import Redactor, redact_text
         from ..report.redact import redact as redact_report
 
-        report = redact_report(report)
+        report = redact_report(report, redactor := Redactor())
     colored = use_color(color, no_color, to_file=output is not None)
     text = render(fmt, report, color=colored, **opts)
+    if redactor is not None:
+        text = redact_text(text, redactor)
     if output:
         write_output(output, text)
     else:

@@ -12,6 +12,7 @@ from .options import (
     config_option,
     engine_options,
     options_for,
+    redact_option,
     rule_options,
     settings,
     use_color,
@@ -30,11 +31,12 @@ Examples:
               show_default=True)
 @rule_options
 @engine_options
+@redact_option
 @color_option
 @config_option
 @guard
 def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], keep_going: bool, no_cache: bool,
-         jobs: int | None, color: str, no_color: bool, config: str | None) -> None:
+         jobs: int | None, redact: bool, color: str, no_color: bool, config: str | None) -> None:
     """What changed between a GOOD and a BAD run (files or folders), most suspicious first.
 
     Versions, NCCL_* settings as NCCL echoed them, bootstrap interface and network,
@@ -52,7 +54,14 @@ def diff(good: str, bad: str, fmt: str, rule_dirs: tuple[str, ...], keep_going: 
     for side, run in (("good", result.good), ("bad", result.bad)):
         if not run.files_read:
             raise UserError(f"nothing could be read in the {side} run {run.path!r}")
+    redactor = None
+    if redact:  # one table for both runs: a host keeps its placeholder on both sides
+        from ..report.redact import Redactor, redact_diff, redact_text
+
+        result = redact_diff(result, redactor := Redactor())
     colored = use_color(color, no_color)
     text = render(result, fmt, color=colored)
+    if redactor is not None:
+        text = redact_text(text, redactor)
     click.echo(text, nl=not text.endswith("\n"), color=colored)
     sys.exit(EXIT_FINDINGS if result.changes else EXIT_OK)

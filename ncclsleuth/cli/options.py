@@ -1,6 +1,7 @@
 """The options commands share, declared once, and what turns them into :class:`ncclsleuth.api.Options`."""
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -63,8 +64,49 @@ def settings(path: str | None = None) -> Settings:
         raise UserError(str(exc)) from None
 
 
+_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:i?B)?", re.I)
+
+
+def _size(text: str) -> int:
+    """``4G``, ``512M``, ``100000``: bytes (powers of 1024)."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise click.BadParameter(f"{text!r} is not a size (e.g. 8G, 512M, 100000)")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2).upper()]
+
+
+def _limit(name: str, convert: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback that puts a reading limit in force for this command (and its workers) and
+    restores the previous one when the command ends."""
+
+    def apply(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is None or value is False:
+            return
+        from ..ingest.sources import restore_limits, set_limits
+
+        before = set_limits(**{name: value if isinstance(value, bool) else convert(value)})
+        ctx.call_on_close(lambda: restore_limits(before))
+
+    return apply
+
+
+#: what reading may cost at most (defaults: ingest.sources.Limits)
+limit_options = _stack(
+    click.option("--max-decompressed", metavar="SIZE", expose_value=False, callback=_limit("max_decompressed", _size),
+                 help="Most bytes one compressed file may decompress to (default 4G); the rest is not read."),
+    click.option("--max-ratio", type=click.IntRange(1, None), expose_value=False,
+                 callback=_limit("max_ratio", int),
+                 help="Most bytes out per compressed byte past 256 MiB (default 1000): a decompression bomb "
+                      "stops there."),
+    click.option("--max-depth", type=click.IntRange(0, 100_000), expose_value=False, callback=_limit("max_depth", int),
+                 help="Folder levels walked below a given folder (default 64)."),
+    click.option("--follow-symlinks", is_flag=True, expose_value=False, callback=_limit("follow_symlinks", bool),
+                 help="Follow symbolic links that lead out of a given folder (default: reported, not followed)."),
+)
+
 #: --jobs/-j, --no-cache: how inputs are read
 engine_options = _stack(
+    limit_options,
     click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache)."),
     click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
                  help="Processes parsing files: this one and N-1 forked workers (default: the machine's cores; "
@@ -152,15 +194,17 @@ def output_format(fmt: str | None, output: str | None, default: str, allowed: Se
 
 
 def write_output(path: str, text: str) -> None:
-    """Write the report to ``path``; a missing folder or an unwritable file is one line, exit 2."""
+    """Write the report to ``path`` atomically (the old file stays whole on a full disk or a
+    kill); a missing folder or an unwritable file is one line, exit 2."""
     import os
+
+    from ..util.atomic import write_file
 
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise UserError(f"{path}: the folder {folder!r} does not exist")
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_file(path, text)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
 

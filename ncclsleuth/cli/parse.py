@@ -6,6 +6,7 @@ import sys
 import click
 
 from . import UserError, guard, main
+from .options import limit_options
 
 
 @main.command(epilog="""\b
@@ -17,6 +18,7 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "table"]), default="jsonl", show_default=True)
 @click.option("--kinds", default=None, help="Comma-separated event kinds to print (default: all).")
 @click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache).")
+@limit_options
 @guard
 def parse(paths: tuple[str, ...], fmt: str, kinds: str | None, no_cache: bool) -> None:
     """Print the typed events of PATHS (files, folders, - for stdin)."""

@@ -53,10 +53,12 @@ def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, reda
                                                       with_figures=True, config=cfg))
     require_read(report.files_read, report.notices)
     echo_notices(report.notices)
+    redactor = None
     if cfg.redact(redact):
+        from ..report.redact import Redactor, redact_text
         from ..report.redact import redact as do_redact
 
-        report = do_redact(report)  # the figures too, with the same placeholders
+        report = do_redact(report, redactor := Redactor())  # the figures too, with the same placeholders
     header: dict[str, object] = {"command": _command_line(paths, output), "inputs": list(paths)}
     if cfg.redact(redact):  # paths and the command line name sites too
         header = {"command": "ncclsleuth report --redact", "inputs": [f"{len(paths)} input(s), names redacted"]}
@@ -64,6 +66,8 @@ def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, reda
         text = render("markdown", report, postmortem=True, figures=report.figures, header=header)
     else:
         text = render("html", report, figures=report.figures, header=header)
+    if redactor is not None:
+        text = redact_text(text, redactor)
     if output:
         write_output(output, text)
         click.echo(f"ncclsleuth: wrote {output}", err=True)

@@ -39,8 +39,16 @@ def topology(paths: tuple[str, ...], export_to: str | None, fmt: str, no_cache: 
     tops = analyze_topology(built.model)
     click.echo(render(tops, fmt))
     if export_to and tops:
+        from ..util.atomic import atomic_path
+
         try:
-            export(tops[0], export_to)
-        except (ExportError, OSError) as exc:
+            with atomic_path(export_to) as tmp:  # the old graph stays whole on a full disk or a kill
+                try:
+                    export(tops[0], tmp)
+                except ExportError as exc:  # told with the name the user gave, not the temporary one
+                    raise ExportError(str(exc).replace(tmp, export_to)) from None
+        except ExportError as exc:
             raise UserError(str(exc)) from None
+        except OSError as exc:
+            raise UserError(f"{export_to}: cannot write: {exc.strerror or exc}") from None
         click.echo(f"graph of {tops[0].comm} written to {export_to}", err=True)

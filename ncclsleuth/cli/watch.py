@@ -9,7 +9,17 @@ import click
 
 from . import UserError, guard, main
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
-from .options import color_option, config_option, load_rules, rule_options, settings, terminal_width, use_color
+from .options import (
+    color_option,
+    config_option,
+    limit_options,
+    load_rules,
+    redact_option,
+    rule_options,
+    settings,
+    terminal_width,
+    use_color,
+)
 
 _SEV = {"info": 0, "warning": 1, "error": 2}
 
@@ -23,6 +33,47 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         return parse_duration(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+class _Shown:
+    """What watch prints, redacted with one table for the whole watch when ``--redact`` asks
+    (placeholders stay stable as new findings and hosts appear)."""
+
+    def __init__(self, redact: bool) -> None:
+        from ..report.redact import Redactor
+
+        self.r = Redactor() if redact else None
+
+    def finding(self, fd: Any) -> Any:
+        from ..report.redact import redact_finding
+
+        return fd if self.r is None else redact_finding(fd, self.r)
+
+    def report(self, rep: Any) -> Any:
+        from ..report.redact import redact
+
+        return rep if self.r is None else redact(rep, self.r)
+
+    def plain(self, obj: Any) -> Any:
+        """A plain structure (what changed in a finding: its previous message, hosts) redacted."""
+        from ..report.redact import redact_plain
+
+        return obj if self.r is None else redact_plain(obj, self.r)
+
+    def text(self, text: str) -> str:
+        from ..report.redact import redact_text
+
+        return text if self.r is None else redact_text(text, self.r)
+
+    def view(self, w: Any) -> Any:
+        """The live view (its state and findings redacted before rich lays them out)."""
+        if self.r is None:
+            return w.renderable()
+        from ..renderers.live import render_status
+        from ..report.redact import redact_plain
+
+        return render_status(redact_plain(w.status(), self.r), [self.finding(f) for f in w.findings],
+                             [self.r.sub(p) for p in w.paths], w.silence)
 
 
 @main.command(epilog="""\b
@@ -49,12 +100,14 @@ Examples:
               help="Stop with exit code 1 at the first finding of this severity or above.")
 @click.option("--timeout", default=None, callback=_duration, help="Stop after this long (e.g. 30m).")
 @rule_options
+@limit_options
+@redact_option
 @color_option
 @config_option
 @guard
 def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, fmt: str, exit_on: str,
-          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, color: str, no_color: bool,
-          config: str | None) -> None:
+          timeout: float | None, rule_dirs: tuple[str, ...], keep_going: bool, redact: bool, color: str,
+          no_color: bool, config: str | None) -> None:
     """Follow the logs of a starting job (files or folders) and diagnose as lines arrive.
 
     New files in the folders are picked up as ranks start; only appended bytes are read;
@@ -71,13 +124,14 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
     out = sys.stdout
     colored = use_color(color, no_color)
     t0 = time.time()
+    shown = _Shown(redact)
 
     def emit_jsonl(event: str, fd: Finding, changed: dict[str, Any]) -> None:
-        out.write(finding_jsonl(fd, time.time() - t0, event, changed))
+        out.write(shown.text(finding_jsonl(shown.finding(fd), time.time() - t0, event, shown.plain(changed))))
         out.flush()
 
     def emit_plain(event: str, fd: Finding, changed: dict[str, Any]) -> None:
-        out.write(finding_line(fd, event))
+        out.write(shown.text(finding_line(shown.finding(fd), event)))
         out.flush()
 
     live_tty = fmt == "live" and sys.stdout.isatty() and not once
@@ -89,13 +143,13 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
         rep = w.current_report()
         if fmt in ("terminal", "json", "markdown") or (fmt == "live" and once):
             opts = {"width": terminal_width()} if fmt in ("live", "terminal") else {}
-            text = render("terminal" if fmt == "live" else fmt, rep, color=colored, **opts)
+            text = shown.text(render("terminal" if fmt == "live" else fmt, shown.report(rep), color=colored, **opts))
             click.echo(text, nl=not text.endswith("\n"), color=colored)
         elif fmt == "jsonl" and once:
             for fd in rep.findings:
                 emit_jsonl("new", fd, {})
         elif fmt == "live":
-            click.echo(verdict_line(rep))
+            click.echo(shown.text(verdict_line(shown.report(rep))))
         bad = any(_SEV.get(f.severity, 0) >= 1 for f in rep.findings)
         sys.exit(EXIT_FINDINGS if code_from_findings and bad else EXIT_OK)
 
@@ -114,14 +168,14 @@ def watch(paths: tuple[str, ...], interval: float, silence: float, once: bool, f
         from rich.console import Console
         from rich.live import Live
 
-        live = Live(w.renderable(), console=Console(no_color=not colored), refresh_per_second=4, transient=False)
+        live = Live(shown.view(w), console=Console(no_color=not colored), refresh_per_second=4, transient=False)
         live.start()
     try:
         while True:
             started = time.monotonic()
             new = w.poll()
             if live is not None:
-                live.update(w.renderable())
+                live.update(shown.view(w))
             if threshold is not None and any(_SEV.get(fd.severity, 0) >= threshold for fd in new):
                 for _ in range(3):  # a cause held back one poll (counts still arriving) is said before stopping
                     if not w.pending:

@@ -12,6 +12,11 @@ class Traceback(Event):
     start_line: int | None = None
     frames: int = 0
     last_frame: str | None = None
+    #: the innermost frame of the program itself (not the interpreter's or an installed
+    #: package's): ``train.py:183 in main``, the code line where this rank stopped
+    user_frame: str | None = None
+    #: the innermost barrier/collective call of the traceback (``all_reduce``, ``barrier``)
+    call: str | None = None
 
 
 @ev("sync_call")
@@ -45,6 +50,24 @@ class StepTime(Event):
 
     step: int | None = None
     ms: float | None = None
+
+
+@ev("progress")
+class Progress(Event):
+    """A rank's last training-progress line (``step 14 loss ...``, ``iter 83123: ...``, a tqdm
+    bar ``47%|...| 1695000/3634744 [30:09<33:25, ...]``): how far it got, found at the end of
+    its output (one per rank and file)."""
+
+    step: int | None = None
+    total: int | None = None
+    #: seconds a progress bar says have elapsed (tqdm's ``[mm:ss<``)
+    elapsed_s: int | None = None
+    unit: str = ""  # step | iter | bar
+
+
+@ev("last_line")
+class LastLine(Event):
+    """The last line a file (or a rank of an interleaved file) printed: where its output stops."""
 
 
 @ev("text")

@@ -67,6 +67,34 @@ class CollectiveMismatch(Event):
     differ: str | None = None
 
 
+@ev("monitored_barrier", error=True)
+class MonitoredBarrier(Event):
+    """ProcessGroupGloo::monitoredBarrier: rank 0 names the ranks that did not arrive in time
+    (``Rank 3 failed to pass monitoredBarrier in 10000 ms``, ``Ranks 1, 3 ...``, ``Rank 3 timed
+    out in monitoredBarrier after ...``); any other rank says it arrived and points at rank 0's
+    log (``... from rank 0. Please check rank 0 logs for faulty rank.``): not a culprit."""
+
+    what: str = ""  # failed | timeout | waited
+    ranks: tuple[int, ...] = ()  # failed/timeout: the ranks that did not arrive; waited: the reporter
+    points_to: int | None = None  # waited: the rank whose log names the faulty rank
+    timeout_ms: int | None = None
+
+
+@ev("cpp_abort", error=True)
+class CppAbort(Event):
+    """A C++ exception that ended the process: ``terminate called after throwing an instance of
+    'gloo::EnforceNotMet'`` (then SIGABRT), and gloo's enforce text ``[enforce fail at
+    .../pair.cc:456] op.preamble.length <= op.nbytes. 580 vs 548. Received data size doesn't
+    match expected size`` (``got`` / ``expected``: the two values the check compared)."""
+
+    what: str = ""  # terminate | enforce
+    exc_type: str | None = None
+    where: str | None = None
+    detail: str | None = None
+    got: str | None = None
+    expected: str | None = None
+
+
 @ev("nccl_error", error=True)
 class NcclErrorEv(Event):
     where: str | None = None

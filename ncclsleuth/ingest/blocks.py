@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from .decode import MAX_LINE_BYTES, LineReader, decompress, guarded, looks_binary, repair_notes
+from .decode import MAX_LINE_BYTES, Caps, LineReader, cap_note, decompress, guarded, looks_binary, repair_notes
 from .sources import InputFile, Notice
 
 #: Bytes read per block.  64 KB keeps every per-block buffer (the read, the decoded text)
@@ -77,7 +77,7 @@ class BlockReader:
         if not hasattr(raw, "peek"):  # a pipe or object that cannot peek: buffer it to sniff its start
             raw = io.BufferedReader(raw, buffer_size=1 << 16)
         peek = raw.peek(_SNIFF)[:_SNIFF]
-        stream, codec = decompress(raw, peek)
+        stream, codec, caps = decompress(raw, peek)
         head = stream.peek(_SNIFF)[:_SNIFF] if codec and hasattr(stream, "peek") else peek
         if not head:
             self._note("empty file, nothing to analyse")
@@ -91,9 +91,9 @@ class BlockReader:
             if not odd:  # a pipe cannot be re-read: skip binary, decode the rest as best we can
                 self._note("binary file, not a text log, skipped")
                 return
-        yield from self._split(stream)
+        yield from self._split(stream, caps)
 
-    def _split(self, stream) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
+    def _split(self, stream, caps: Caps | None = None) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
         pending = b""
         lineno = 1
         bad = cut = 0
@@ -106,6 +106,9 @@ class BlockReader:
             if not data:
                 break
             self.bytes_read += len(data)
+            if caps is not None and (why := caps.over(self.bytes_read)) is not None:
+                self._note(cap_note(why, lineno - 1))
+                break
             if skipping:
                 nl = data.find(b"\n")
                 if nl < 0:

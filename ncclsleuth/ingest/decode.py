@@ -10,16 +10,20 @@ memory of one line.  :class:`LineReader` is the line-at-a-time reader (``parse``
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
 import sys
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from .sources import InputFile, Notice
+from .sources import InputFile, Notice, limits, size_text
 
 #: Longest line kept; the rest of a longer line is dropped (with a notice).
 MAX_LINE_BYTES = 1 << 20
 _SNIFF = 8192
+#: decompressed bytes between two checks of the caps (line reader)
+_CHECK_EVERY = 1 << 20
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
 _BINARY_MAGIC = (b"\x7fELF", b"PK\x03\x04", b"\x89PNG", b"%PDF", b"\xca\xfe\xba\xbe", b"7z\xbc\xaf")
 
@@ -31,26 +35,94 @@ def open_binary(inp: InputFile) -> BinaryIO:
     opener = getattr(inp, "open", None)  # inputs that open themselves (remote objects, bytes in memory)
     if opener is not None:
         return opener()
-    return open(inp.path, "rb")  # noqa: SIM115 - closed by the caller
+    return open_regular(inp.path)
 
 
-def decompress(raw: BinaryIO, head: bytes) -> tuple[BinaryIO, str | None]:
-    """The decompressed stream of a gzip/bzip2/xz file (by its magic bytes), else ``raw``.
+def open_regular(path: str) -> BinaryIO:
+    """``open(path, "rb")`` for a regular file only: a FIFO or device put in a file's place after
+    discovery is refused (OSError) instead of blocking the read forever."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)  # non-blocking: opening a FIFO without a writer returns at once
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"not a regular file (FIFO, device or socket): {path}")
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class Counted:
+    """The compressed side of a stream: counts what the decompressor took (for the ratio cap)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.n = 0
+        self.mode = "rb"
+
+    def read(self, size: int = -1) -> bytes:
+        b = self.raw.read(size)
+        self.n += len(b)
+        return b
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class Caps:
+    """The decompression caps of one input (:class:`~.sources.Limits`): checked as bytes come out."""
+
+    def __init__(self, counted: Counted, codec: str) -> None:
+        lim = limits()
+        self.counted = counted
+        self.codec = codec
+        self.max = lim.max_decompressed
+        self.ratio = lim.max_ratio
+        self.floor = lim.ratio_floor
+
+    def over(self, out: int) -> str | None:
+        """Why reading must stop after ``out`` decompressed bytes (a notice's words), else None."""
+        if self.max and out > self.max:
+            return (f"{self.codec} data decompresses to more than {size_text(self.max)} "
+                    "(--max-decompressed raises the cap)")
+        if self.ratio and out > self.floor and out > self.ratio * max(1, self.counted.n):
+            return (f"{self.codec} data decompresses more than {self.ratio}:1 past {size_text(self.floor)}, a "
+                    "decompression bomb? (--max-ratio raises the cap)")
+        return None
+
+
+def decompress(raw: BinaryIO, head: bytes) -> tuple[BinaryIO, str | None, Caps | None]:
+    """The decompressed stream of a gzip/bzip2/xz file (by its magic bytes), else ``raw``,
+    and the caps its reader checks (:class:`Caps`; None for plain data).
 
     The codec modules are imported here, when a file needs one (1.6 ms of start-up)."""
+    counted: Any = Counted(raw)  # a file object as the codecs read one (read, readable, close)
+    stream: Any
     if head.startswith(b"\x1f\x8b"):
         import gzip
 
-        return gzip.GzipFile(fileobj=raw), "gzip"  # type: ignore[return-value]
-    if head.startswith(b"BZh"):
+        stream, codec = gzip.GzipFile(fileobj=counted), "gzip"
+    elif head.startswith(b"BZh"):
         import bz2
 
-        return bz2.BZ2File(raw), "bzip2"  # type: ignore[return-value]
-    if head.startswith(b"\xfd7zXZ\x00"):
+        stream, codec = bz2.BZ2File(counted), "bzip2"
+    elif head.startswith(b"\xfd7zXZ\x00"):
         import lzma
 
-        return lzma.LZMAFile(raw), "xz"  # type: ignore[return-value]
-    return raw, None
+        stream, codec = lzma.LZMAFile(counted), "xz"
+    else:
+        return raw, None, None
+    return stream, codec, Caps(counted, codec)
+
+
+def cap_note(why: str, lines: int) -> str:
+    """The notice of a cap met after ``lines`` lines."""
+    return f"{why}: read stopped after line {lines}; the lines before were analysed"
 
 
 def _damage_errors() -> tuple[type[BaseException], ...]:
@@ -84,6 +156,23 @@ def looks_binary(head: bytes) -> str | None:
     if ctrl > len(head) // 10:
         return "binary file"
     return None
+
+
+def text_kind(head: bytes) -> str | None:
+    """Why bytes that start with ``head`` are not a text log, else None: what the readers
+    sniff (UTF-16 with or without a byte-order mark is text)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_le_no_bom(head):
+        return None
+    why = looks_binary(head)
+    # neither UTF-8 nor mostly ASCII (random bytes, an unknown compression, encrypted data): a
+    # Latin-1 log has a few accented letters, random bytes make ~45% replacement characters.
+    # (The file readers read such a file and say it is not a log; a request body is refused
+    # before an analysis is spent on it.)
+    if why is None and head and max(head) >= 0x80:
+        text = head.decode("utf-8", "replace")
+        if text.count("\ufffd") > len(text) * 0.3:
+            return "binary data"
+    return why
 
 
 class _RawAdapter(io.RawIOBase):
@@ -149,6 +238,8 @@ class LineReader:
         self.notices: list[Notice] = []
         self.bytes_read = 0
         self.lines = 0
+        self._caps: Caps | None = None
+        self._next_check = _CHECK_EVERY
 
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
@@ -156,13 +247,24 @@ class LineReader:
     def __iter__(self) -> Iterator[tuple[int, str]]:
         yield from guarded(self, self._read)
 
+    def _capped(self) -> bool:
+        """Whether a decompression cap stops the read here (checked every ``_CHECK_EVERY`` bytes)."""
+        if self._caps is None or self.bytes_read < self._next_check:
+            return False
+        self._next_check = self.bytes_read + _CHECK_EVERY
+        why = self._caps.over(self.bytes_read)
+        if why is None:
+            return False
+        self._note(cap_note(why, self.lines))
+        return True
+
     def _read(self, raw: BinaryIO) -> Iterator[tuple[int, str]]:
         if not hasattr(raw, "peek"):  # pipes in tests, remote objects: buffer them to sniff the head
             raw = io.BufferedReader(_RawAdapter(raw), 1 << 16)
         peek = raw.peek(_SNIFF)[:_SNIFF]
         if len(peek) < _SNIFF and peek:  # peek returns what one read gave; top it up
             peek = raw.peek(_SNIFF)[:_SNIFF]
-        stream, codec = decompress(raw, peek)
+        stream, codec, self._caps = decompress(raw, peek)
         if codec:
             head = stream.peek(_SNIFF)[:_SNIFF] if hasattr(stream, "peek") else b""
         else:
@@ -200,6 +302,8 @@ class LineReader:
                 break
             self.lines += 1
             self.bytes_read += len(line)
+            if self._capped():
+                break
             if len(line) == limit and not line.endswith(("\n", "\r")):
                 dropped = self._skip_rest(readline, ("\n", "\r"))
                 cut += 1
@@ -224,6 +328,8 @@ class LineReader:
                 break
             n += 1
             self.bytes_read += len(b)
+            if self._capped():
+                break
             if len(b) == limit and not b.endswith(b"\n"):
                 dropped = self._skip_rest(readline)
                 self.bytes_read += dropped

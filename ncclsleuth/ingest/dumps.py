@@ -167,7 +167,7 @@ def load(inp: InputFile, form: str, limit: int = MAX_DUMP_BYTES) -> Loaded:
         raw: BinaryIO = sys.stdin.buffer if inp.path == "-" else open_binary(inp)
         try:
             head = raw.peek(_SNIFF)[:_SNIFF] if hasattr(raw, "peek") else b""
-            stream, _ = decompress(raw, head) if head else (raw, None)
+            stream = decompress(raw, head)[0] if head else raw
             data = stream.read(limit + 1)
         finally:
             if inp.path != "-":

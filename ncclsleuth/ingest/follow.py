@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .decode import MAX_LINE_BYTES, LineReader, clean, looks_binary
-from .sources import InputFile, Notice
+from .sources import InputFile, Notice, limits, link_notice, outside
 
 #: Most bytes read from one file in one poll (a huge backlog is read over several polls).
 MAX_READ_PER_POLL = 16 << 20
@@ -111,33 +111,52 @@ class Follower:
                 self._follow(p, st)
 
     def _scan_dir(self, root: str, st: os.stat_result) -> None:
-        stack = [(root, st)]
+        """New files under ``root``, with discovery's bounds: depth, no link out of the folder
+        unless asked, each folder once (a link loop is walked once, not forever)."""
+        lim = limits()
+        real_root = os.path.realpath(root)
+        stack = [(root, st, 0)]
+        visited: set[tuple[int, int]] = set()
         while stack:
-            d, dst = stack.pop()
+            d, dst, depth = stack.pop()
+            if (dst.st_dev, dst.st_ino) in visited:
+                continue
+            visited.add((dst.st_dev, dst.st_ino))
             known = self._dirs.get(d)
             # unchanged since listed (and not changed in the last second: mtimes are coarse on some
             # file systems, a file created in the same tick as our listing would be missed)
             if known == dst.st_mtime_ns and time.time() - dst.st_mtime > 1.0:
                 for sub in [k for k in self._dirs if os.path.dirname(k) == d]:
                     try:
-                        stack.append((sub, os.stat(sub)))
+                        stack.append((sub, os.stat(sub), depth + 1))
                     except OSError:
                         self._dirs.pop(sub, None)
                 continue
             self._dirs[d] = dst.st_mtime_ns
             try:
                 entries = sorted(os.scandir(d), key=lambda e: e.name)
-            except OSError:
+            except OSError as exc:
+                self.note(d, f"cannot read folder: {exc.strerror or exc}, skipped")
                 continue
             for e in entries:
                 if e.name.startswith("."):
                     continue
                 try:
                     est = e.stat()
+                    link = e.is_symlink()
                 except OSError:
                     continue
+                if link and not lim.follow_symlinks:
+                    real = outside(real_root, e.path)
+                    if real is not None:
+                        self.note(e.path, link_notice(e.path, real))
+                        continue
                 if _stat.S_ISDIR(est.st_mode):
-                    stack.append((e.path, est))
+                    if depth >= lim.max_depth:
+                        self.note(e.path, f"folder nested more than {lim.max_depth} levels below {root}: not "
+                                          "watched (--max-depth to go deeper)")
+                        continue
+                    stack.append((e.path, est, depth + 1))
                 elif _stat.S_ISREG(est.st_mode) and e.path not in self.files:
                     if e.name.lower().endswith(_SKIP):
                         continue

@@ -30,6 +30,8 @@ from .sources import SKIP_SUFFIXES, Discovery, InputFile, MissingDependency, Not
 
 INSTALL_HINT = "pip install 'ncclsleuth[dask]'"
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+#: fsspec protocols over an archive file: not inputs (as ``.zip``/``.tar`` files are skipped by name)
+_ARCHIVES = frozenset({"zip", "tar", "libarchive", "reference", "cached", "blockcache", "filecache", "simplecache"})
 #: bytes fetched per request when reading an object (the block reader asks for 1 MiB)
 READ_BLOCK = 4 << 20
 
@@ -40,14 +42,19 @@ def url_protocol(path: str) -> str | None:
     return m.group(1).lower() if m and len(m.group(1)) > 1 else None
 
 
+#: fsspec's names of this machine's own file system: read as local paths, so that they pass
+#: the same checks (FIFOs, devices, folder walk, links) as paths given without a protocol
+LOCAL_PROTOCOLS = ("file", "local")
+
+
 def is_url(path: str) -> bool:
     p = url_protocol(path)
-    return p is not None and p != "file"
+    return p is not None and p not in LOCAL_PROTOCOLS
 
 
 def local_path(path: str) -> str:
-    """``file:///x/y`` -> ``/x/y``; other paths unchanged."""
-    if url_protocol(path) == "file":
+    """``file:///x/y`` (or ``local:///x/y``) -> ``/x/y``; other paths unchanged."""
+    if url_protocol(path) in LOCAL_PROTOCOLS:
         from urllib.parse import unquote, urlsplit
 
         parts = urlsplit(path)
@@ -84,12 +91,16 @@ def options_for(protocol: str, storage_options: dict[str, Any] | None = None) ->
 def filesystem(protocol: str, options: dict[str, Any]):  # type: ignore[no-untyped-def]
     """The fsspec filesystem (instances are cached by fsspec, so one per worker process)."""
     fsspec = _fsspec()
+    if protocol in _ARCHIVES:  # fsspec would open the archive named by an option we never pass: the cwd
+        raise MissingDependency(f"{protocol}:// (an archive) is not read: unpack it and give the folder")
     try:
         return fsspec.filesystem(protocol, **options)
     except ImportError as exc:  # e.g. s3fs / gcsfs / adlfs missing
         raise MissingDependency(f"{protocol}:// needs an extra package ({exc}): {INSTALL_HINT}") from None
     except ValueError as exc:  # unknown protocol
         raise MissingDependency(f"{protocol}:// is not a protocol fsspec knows ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a store that cannot start: one line, not a traceback
+        raise MissingDependency(f"{protocol}:// cannot be opened: {type(exc).__name__}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -126,7 +137,9 @@ class AnchoredInputFile(InputFile):
     abspath: str = ""
 
     def open(self) -> BinaryIO:
-        return open(self.abspath, "rb")  # noqa: SIM115 - closed by the reader
+        from .decode import open_regular
+
+        return open_regular(self.abspath)
 
 
 def anchored(f: InputFile) -> InputFile:
@@ -222,10 +235,13 @@ class LazyDiscovery:
         if full.lower().endswith(SKIP_SUFFIXES):
             self.notices.append(Notice(full, "not a log file (by its extension), skipped", "info"))
             return None
+        if meta.get("type", "file") not in ("file", None):  # a store's FIFO, device or link target
+            self.notices.append(Notice(full, f"not a regular file ({meta.get('type')}), skipped"))
+            return None
         size = meta.get("size")
         self.bytes_listed += int(size or 0)
         return RemoteInputFile(full, protocol=protocol, options=opts, size=size)
 
 
 def needs_remote(paths: Iterable[str]) -> bool:
-    return any(is_url(p) or url_protocol(p) == "file" for p in paths)
+    return any(is_url(p) or url_protocol(p) in LOCAL_PROTOCOLS for p in paths)

@@ -16,6 +16,81 @@ SKIP_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".pdf", ".pt", ".pth", ".ckpt"
                  ".tar", ".zip", ".whl", ".pyc", ".npy", ".npz", ".bin", ".html", ".svg")
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What reading inputs may cost at most: documented defaults, raised by CLI flags.
+
+    Read from the environment (``NCCLSLEUTH_MAX_DECOMPRESSED``, ``NCCLSLEUTH_MAX_RATIO``,
+    ``NCCLSLEUTH_MAX_DEPTH``, ``NCCLSLEUTH_FOLLOW_SYMLINKS``), so that worker processes of
+    every engine (forked, spawned, a local Dask cluster) apply the same; :func:`set_limits`
+    sets them (the CLI's ``--max-decompressed``, ``--max-ratio``, ``--max-depth``,
+    ``--follow-symlinks``).  Each limit that is met is a notice, never silence.
+    """
+
+    #: bytes one compressed input may decompress to (gzip/bz2/xz); the rest is not read
+    max_decompressed: int = 4 << 30
+    #: decompressed bytes per compressed byte, judged once ``ratio_floor`` bytes came out: real
+    #: logs stay below (gzip cannot pass ~1,032:1; a flood of one line is ~300:1 in gzip), a
+    #: decompression bomb does not
+    max_ratio: int = 1000
+    ratio_floor: int = 256 << 20
+    #: folder levels walked below a given folder
+    max_depth: int = 64
+    #: follow symbolic links that lead out of the given folder (inside it they are followed)
+    follow_symlinks: bool = False
+
+
+_LIMIT_ENV = {"max_decompressed": "NCCLSLEUTH_MAX_DECOMPRESSED", "max_ratio": "NCCLSLEUTH_MAX_RATIO",
+              "max_depth": "NCCLSLEUTH_MAX_DEPTH", "follow_symlinks": "NCCLSLEUTH_FOLLOW_SYMLINKS"}
+
+
+def limits() -> Limits:
+    """The limits in force (the environment's, else the defaults)."""
+    env = os.environ
+    if not any(v in env for v in _LIMIT_ENV.values()):
+        return _DEFAULT_LIMITS
+    kw: dict[str, object] = {}
+    for name, var in _LIMIT_ENV.items():
+        raw = env.get(var)
+        if raw is None:
+            continue
+        if name == "follow_symlinks":
+            kw[name] = raw.strip().lower() in ("1", "true", "yes", "on")
+        else:
+            try:
+                kw[name] = max(0, int(raw))
+            except ValueError:
+                continue
+    return Limits(**kw)  # type: ignore[arg-type]
+
+
+def set_limits(**values: object) -> dict[str, str | None]:
+    """Set limits for this process and its workers; returns the previous environment values
+    (for :func:`restore_limits`)."""
+    before: dict[str, str | None] = {}
+    for name, value in values.items():
+        var = _LIMIT_ENV[name]
+        before[var] = os.environ.get(var)
+        os.environ[var] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return before
+
+
+def restore_limits(before: dict[str, str | None]) -> None:
+    for var, value in before.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+
+
+def size_text(n: int) -> str:
+    """``4 GiB``, ``256 MiB``, ``1000 bytes``: a size as the notices say it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
 class EngineError(RuntimeError):
     """Inputs or engine unusable (store, scheduler); the message is one line for the user."""
 
@@ -55,10 +130,17 @@ class Discovery:
     notices: list[Notice] = field(default_factory=list)
 
 
+_DEFAULT_LIMITS = Limits()
+#: links out of a folder named one notice each; past this many, one notice counts the rest
+MAX_LINK_NOTICES = 20
+
+
 def discover(paths: Iterable[str]) -> Discovery:
-    """Expand files, folders (recursively, sorted, no symlink loops) and ``-``."""
+    """Expand files, folders (walked iteratively, sorted, to a bounded depth, no symlink loops,
+    no link out of the folder unless asked) and ``-``."""
     out = Discovery()
     seen: set[str] = set()
+    lim = limits()
     for p in paths:
         if p == "-":
             out.files.append(InputFile("-"))
@@ -67,31 +149,75 @@ def discover(paths: Iterable[str]) -> Discovery:
             out.notices.append(Notice(p, "no such file or folder"))
             continue
         if os.path.isdir(p):
-            _walk(p, out, seen)
+            _walk(p, out, seen, lim)
         else:
             _add_file(p, out, seen)
     return out
 
 
-def _walk(root: str, out: Discovery, seen: set[str]) -> None:
+def outside(real_root: str, target: str) -> str | None:
+    """Where the symbolic link ``target`` leads when that is out of ``real_root`` (else None)."""
+    real = os.path.realpath(target)
+    try:
+        inside = os.path.commonpath([real_root, real]) == real_root
+    except ValueError:  # different drives
+        inside = False
+    return None if inside else real
+
+
+def link_notice(path: str, real: str) -> str:
+    return (f"symbolic link to {real}, outside the folder given: not followed "
+            "(--follow-symlinks to follow it)")
+
+
+def _walk(root: str, out: Discovery, seen: set[str], lim: Limits) -> None:
+    """A folder's files, sorted, then each sub-folder the same way (the order of ``os.walk``),
+    with an explicit stack: no depth of nesting can exhaust Python's."""
     before = len(out.files)
+    real_root = os.path.realpath(root)
     visited: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+    links_out = 0
+    stack: list[tuple[str, int]] = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
         try:
-            st = os.stat(dirpath)
-        except OSError:
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in visited:  # symlink loop: a folder reached twice
-            out.notices.append(Notice(dirpath, "folder already visited (symlink loop), skipped"))
-            dirnames[:] = []
-            continue
-        visited.add(key)
-        dirnames.sort()
-        for name in sorted(filenames):
-            if name.startswith("."):
+            st = os.stat(folder)
+            key = (st.st_dev, st.st_ino)
+            if key in visited:  # symlink loop: a folder reached twice
+                out.notices.append(Notice(folder, "folder already visited (symlink loop), skipped"))
                 continue
-            _add_file(os.path.join(dirpath, name), out, seen)
+            visited.add(key)
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.notices.append(Notice(folder, f"cannot read folder: {exc.strerror or exc}, skipped"))
+            continue
+        subs: list[str] = []
+        for e in entries:
+            try:
+                is_dir = e.is_dir()  # follows a link
+                is_link = e.is_symlink()
+            except OSError:
+                is_dir = is_link = False
+            if is_link and not lim.follow_symlinks:
+                real = outside(real_root, e.path)
+                if real is not None:
+                    links_out += 1
+                    if links_out <= MAX_LINK_NOTICES:
+                        out.notices.append(Notice(e.path, link_notice(e.path, real)))
+                    continue
+            if is_dir:
+                subs.append(e.path)
+            elif not e.name.startswith("."):
+                _add_file(e.path, out, seen)
+        if subs and depth >= lim.max_depth:
+            out.notices.append(Notice(folder, f"{len(subs)} folder(s) nested more than {lim.max_depth} levels below "
+                                              f"{root}: not read (--max-depth to go deeper)"))
+            continue
+        stack.extend((s, depth + 1) for s in reversed(subs))
+    if links_out > MAX_LINK_NOTICES:
+        out.notices.append(Notice(root, f"{links_out - MAX_LINK_NOTICES} more symbolic link(s) out of the folder, "
+                                        "not followed (--follow-symlinks to follow them)"))
     if len(out.files) == before:
         out.notices.append(Notice(root, "folder holds no readable log files"))
 

@@ -200,16 +200,15 @@ class KnowledgeBase:
 
 def default_dir() -> Path:
     """``knowledge/`` of a source checkout, else the copy shipped in the package."""
-    env = os.environ.get("NCCLSLEUTH_KNOWLEDGE")
+    return _default_dir(os.environ.get("NCCLSLEUTH_KNOWLEDGE"))
+
+
+@lru_cache(maxsize=4)
+def _default_dir(env: str | None) -> Path:
+    """Per value of the variable: every line a run explains asks (56,000 lines of a
+    16,384-rank job paid a path resolve and two stats each, 15 s)."""
     if env:
         return Path(env)
-    return _shipped_dir()
-
-
-@lru_cache(maxsize=1)
-def _shipped_dir() -> Path:
-    """Found once per process: ``load()`` asks for each problem line (``known_message``), and
-    resolving the package path took ~30 us, 0.3 s for the 9,600 error lines of a 1,600-rank job."""
     here = Path(__file__).resolve().parent
     for cand in (here.parent.parent / "knowledge", here.parent / "_knowledge"):
         if cand.is_dir():

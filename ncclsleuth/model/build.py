@@ -51,6 +51,8 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
                 model.add(rev)
     for ev in fp.finish():
         model.add(ev)
+    for ev in fp.tail():  # where the file's output stops (its last line and progress line)
+        model.add(ev)
     model.settle()
     model.lines += reader.lines
     return model, reader.notices, bool(reader.lines or not reader.notices)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as E
 from ..events.nccl import via_fields
+from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
     from .flight import FlightRecords
@@ -14,12 +15,21 @@ if TYPE_CHECKING:
 
 #: Kinds folded into aggregates instead of being kept one by one.
 HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "nccltests_row",
-                         "socket_retry", "failure_field", "step_time"})
+                         "socket_retry", "failure_field", "step_time", "last_line", "progress"})
 #: step times kept per rank (or per file where the rank is unknown) for straggler checks
 STEP_SAMPLES = 2000
 _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
 #: Events kept per kind (errors: per kind); the rest are counted in ``folded``.
 KEEP_PER_KIND = 20_000
+#: Most processes, communicators, rank states (over all communicators) and hop aggregates the
+#: model tracks one by one.  131,072 processes is 8x the largest job the project is built for
+#: (16,384 ranks); past it a broken or hostile log (2M distinct host names: 3.3 GB before) would
+#: cost ~1.5 KB per name.  Lines past a bound still count and their problem lines still reach
+#: the report (events are kept per kind); :meth:`JobModel.bounds_met` says what was not tracked.
+MAX_PROCESSES = 1 << 17
+MAX_COMMS = 1 << 16
+MAX_RANKS = 1 << 18
+MAX_HOPS = 1 << 20
 #: Kinds no shipped rule, fact or report reads one by one (tests/test_fastpath.py checks the rule
 #: pack and the readers of ``JobModel.events``): analyze with the shipped rules keeps none of them;
 #: their handlers still fold them into processes and communicators, and their problem lines are kept.
@@ -51,6 +61,8 @@ class Process:
     last_line: int = 0
     last_kind: str | None = None
     last_ts: str | None = None
+    #: the first problem line of this process (when its trouble started)
+    first_error: E.Event | None = None
     gdr_conns: int = 0
     net_conns: int = 0
     errors: int = 0
@@ -126,6 +138,10 @@ class JobModel:
         self.step_times: dict[int | str, list[float]] = {}
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
+        #: (launcher rank or None, file) -> what that rank did there (:mod:`.tracks`)
+        self.tracks: dict[tuple[int | None, str], Track] = {}
+        #: derived views memoised for the facts (:mod:`.members`); rebuilt when the model grows
+        self.memo: dict[str, tuple[int, object]] = {}
         self._source_hosts: tuple[int, dict[str, str]] | None = None
         self._ip_hosts: tuple[int, dict[str, str]] | None = None
         #: what ``watch`` knows beyond the lines (when each process was last heard of); None elsewhere
@@ -137,6 +153,11 @@ class JobModel:
         self._conn_to: dict[tuple[str | None, str, str], tuple[Process, Comm, tuple[int, int], str, bool, bool]] = {}
         #: the Flight Recorder dumps among the inputs (:mod:`.flight`); None when there are none
         self.flight: FlightRecords | None = None
+        #: rank states and hop aggregates over all communicators (for their bounds)
+        self.n_ranks = 0
+        self.n_hops = 0
+        #: lines whose process, communicator, rank or hop was past its bound (not tracked)
+        self.untracked: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -156,7 +177,14 @@ class JobModel:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
                 proc.evidence[kind] = ev
-        if (kind in HIGH_VOLUME or kind in self.drop) and not ev.is_problem:
+        problem = ev.is_problem
+        if problem or kind in TRACKED:
+            key = (ev.rank, ev.source)
+            t = self.tracks.get(key)
+            if t is None:
+                t = self.tracks[key] = Track(ev.rank, ev.source)
+            t.see(ev, kind, problem)
+        if (kind in HIGH_VOLUME or kind in self.drop) and not problem:
             return
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < KEEP_PER_KIND:
@@ -173,9 +201,10 @@ class JobModel:
         self.kind_counts["channel_conn"] += 1
         key = (host, pid)
         p = self.processes.get(key)
-        if p is None:
+        if p is None and self._room("processes", len(self.processes), MAX_PROCESSES):
             p = self.processes[key] = Process(host, pid, source, first_line=line)
-        p.last_line, p.last_kind = line, "channel_conn"
+        if p is not None:
+            p.last_line, p.last_kind = line, "channel_conn"
         label, net, gdr = _via(via)
         _count_hop(self, p, self._proc_comm.get(key), label, net, gdr,
                    int(src.partition("[")[0]), int(dst.partition("[")[0]))
@@ -207,6 +236,8 @@ class JobModel:
         key = (host, int(pid_text))
         p = self.processes.get(key)
         if p is None:
+            if not self._room("processes", len(self.processes), MAX_PROCESSES):
+                return  # past the bound: not known, its lines are counted by the untracked
             p = self.processes[key] = Process(host, key[1], source, first_line=line)
         self._hp[hp] = (p, key)
 
@@ -230,15 +261,21 @@ class JobModel:
         """:meth:`add_conn`, remembering what later lines of the same text fold into."""
         if hp not in self._hp:
             self.bind(source, line, hp)
+        if hp not in self._hp:  # a process past the bound: counted, not remembered
+            host, _, pid_text = hp.rpartition(":")
+            self.add_conn(source, line, host, int(pid_text), src, dst, via)
+            return
         p, key = self._hp[hp]
         self.add_conn(source, line, key[0], key[1], src, dst, via)  # type: ignore[arg-type]
         comm_key = self._proc_comm.get(key)
-        c = (self.comms.get(comm_key) if comm_key else None) or self.comms["unknown"]
+        c = (self.comms.get(comm_key) if comm_key else None) or self.comms.get("unknown")
         label, net, gdr = _via(via)
+        hop = (int(src.partition("[")[0]), int(dst.partition("[")[0]))
+        if c is None or hop not in c.hops:  # a communicator or hop past its bound: nothing to fold into
+            return
         k = (comm_key, hp, rest)
         self._conn_n[k] = 0
-        self._conn_to[k] = (p, c, (int(src.partition("[")[0]), int(dst.partition("[")[0])), label, net is not None,
-                            gdr)
+        self._conn_to[k] = (p, c, hop, label, net is not None, gdr)
 
     def settle(self) -> None:
         """Fold the connection lines counted by :meth:`conn_seen` (end of a file)."""
@@ -259,10 +296,26 @@ class JobModel:
         self._conn_n.clear()
         self._conn_to.clear()
 
-    def _process(self, ev: E.Event) -> Process:
+    def _room(self, what: str, size: int, bound: int) -> bool:
+        """Whether one more ``what`` fits under its bound (else the line is counted as untracked)."""
+        if size < bound:
+            return True
+        self.untracked[what] += 1
+        return False
+
+    def bounds_met(self) -> list[str]:
+        """One sentence per bound that stopped tracking (the report's notices)."""
+        bounds = {"processes": MAX_PROCESSES, "communicators": MAX_COMMS, "ranks": MAX_RANKS, "hops": MAX_HOPS}
+        return [f"more than {bounds[what]:,} {what} in these logs: {n:,} more line(s) or record(s) counted but not "
+                f"tracked one by one (their problem lines are still reported)"
+                for what, n in sorted(self.untracked.items())]
+
+    def _process(self, ev: E.Event) -> Process | None:
         key = _pkey(ev)
         p = self.processes.get(key)
         if p is None:
+            if not self._room("processes", len(self.processes), MAX_PROCESSES):
+                return None
             p = self.processes[key] = Process(ev.host, ev.pid, ev.source, first_line=ev.line)
         p.last_line, p.last_kind = ev.line, ev.kind
         if ev.ts:
@@ -271,12 +324,16 @@ class JobModel:
             p.launcher_rank = ev.rank
         if ev.is_problem:
             p.errors += 1
+            if p.first_error is None:
+                p.first_error = ev
         return p
 
     def comm(self, key: str) -> Comm:
         c = self.comms.get(key)
         if c is None:
-            c = self.comms[key] = Comm(key)
+            c = Comm(key)
+            if self._room("communicators", len(self.comms), MAX_COMMS):
+                self.comms[key] = c  # else a communicator of this line only, not kept
         return c
 
     def current_comm(self, ev: E.Event) -> Comm | None:
@@ -364,7 +421,8 @@ def _via(via: str) -> tuple[str, str | None, bool]:
 
 def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:
     if p is None:
-        m.versions_unattached.append(ev)
+        if len(m.versions_unattached) < KEEP_PER_KIND:  # (the rest are counted in kind_counts)
+            m.versions_unattached.append(ev)
         return
     p.nccl_version, p.cuda_version = ev.version, ev.cuda
 
@@ -430,7 +488,10 @@ def _rank(m: JobModel, key: str, r: int, ev: E.Event) -> RankState:
     c = m.comm(key)
     st = c.ranks.get(r)
     if st is None:
-        st = c.ranks[r] = RankState(key, r, host=ev.host, pid=ev.pid)
+        st = RankState(key, r, host=ev.host, pid=ev.pid)
+        if m.comms.get(key) is c and m._room("ranks", m.n_ranks, MAX_RANKS):
+            c.ranks[r] = st  # else a rank state of this line only, not kept
+            m.n_ranks += 1
     return st
 
 
@@ -449,7 +510,7 @@ def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
         st.complete = ev
     if p is not None:
         p.comm_ranks.add((key, ev.comm_rank))
-    m._proc_comm[_pkey(ev)] = key
+        m._proc_comm[_pkey(ev)] = key  # per process: as bounded as the processes
 
 
 def _h_timings(m: JobModel, ev: E.InitTimings, p: Process | None) -> None:
@@ -464,7 +525,7 @@ def _h_bt(m: JobModel, ev: E.BootstrapTimings, p: Process | None) -> None:
     if c is None or p is None:
         return
     for key, r in p.comm_ranks:
-        if key == c.key:
+        if key == c.key and r in c.ranks:
             c.ranks[r].bootstrap_timings = ev
 
 
@@ -516,28 +577,36 @@ def _count_hop(m: JobModel, p: Process | None, comm_key: str | None, label: str,
     c.transports[label] += 1
     hop = c.hops.get((src, dst))
     if hop is None:
-        c.hops[(src, dst)] = [label, net, gdr, 1]
+        if m._room("hops", m.n_hops, MAX_HOPS):
+            c.hops[(src, dst)] = [label, net, gdr, 1]
+            m.n_hops += 1
     else:
         hop[3] += 1
 
 
 def _h_failure_head(m: JobModel, ev: E.FailureBlockHead, p: Process | None) -> None:
-    m._block = {"block": ev.block, "source": ev.source, "line": ev.line, "fields": {}}
-    m.failure_blocks.append(m._block)
+    m._block = {"block": ev.block, "source": ev.source, "line": ev.line, "fields": {}, "events": {}}
+    if len(m.failure_blocks) < KEEP_PER_KIND:
+        m.failure_blocks.append(m._block)
 
 
 def _h_failure_field(m: JobModel, ev: E.FailureField, p: Process | None) -> None:
     if m._block is None or ev.name in m._block["fields"]:
         m._block = {"block": m._block["block"] if m._block else "failures", "source": ev.source,
-                    "line": ev.line, "fields": {}}
-        m.failure_blocks.append(m._block)
+                    "line": ev.line, "fields": {}, "events": {}}
+        if len(m.failure_blocks) < KEEP_PER_KIND:
+            m.failure_blocks.append(m._block)
     m._block["fields"][ev.name] = (ev.value, ev.line)
+    if ev.name in ("rank", "exitcode", "traceback"):  # the lines a finding about this worker quotes
+        m._block["events"][ev.name] = ev
 
 
 def _h_step(m: JobModel, ev: E.StepTime, p: Process | None) -> None:
     if ev.ms is None:
         return
     key: int | str = ev.rank if ev.rank is not None else ev.source
+    if key not in m.step_times and not m._room("ranks", len(m.step_times), MAX_RANKS):
+        return
     times = m.step_times.setdefault(key, [])
     if len(times) < STEP_SAMPLES:
         times.append(ev.ms)

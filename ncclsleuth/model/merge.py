@@ -5,7 +5,7 @@ parsed into its own model and merged in the same order, with ``--jobs 1`` too.
 """
 from __future__ import annotations
 
-from .job import KEEP_PER_KIND, STEP_SAMPLES, Comm, JobModel, Process
+from .job import KEEP_PER_KIND, MAX_COMMS, MAX_HOPS, MAX_PROCESSES, MAX_RANKS, STEP_SAMPLES, Comm, JobModel, Process
 
 
 def merge(into: JobModel, other: JobModel) -> None:
@@ -28,23 +28,33 @@ def merge(into: JobModel, other: JobModel) -> None:
         bucket.extend(evs[:max(room, 0)])
         if len(evs) > room:
             into.folded[kind] += len(evs) - max(room, 0)
+    into.untracked.update(other.untracked)
     for key, p in other.processes.items():
         mine = into.processes.get(key)
-        if mine is None:
-            into.processes[key] = p
-        else:
+        if mine is not None:
             _merge_process(mine, p)
+        elif into._room("processes", len(into.processes), MAX_PROCESSES):
+            into.processes[key] = p
     for comm_key, c in other.comms.items():
         mine_c = into.comms.get(comm_key)
         if mine_c is None:
-            into.comms[comm_key] = c
-        else:
-            _merge_comm(mine_c, c)
-    into.versions_unattached.extend(other.versions_unattached)
-    into.failure_blocks.extend(other.failure_blocks)
+            if not into._room("communicators", len(into.comms), MAX_COMMS):
+                continue
+            if into.n_ranks + len(c.ranks) <= MAX_RANKS and into.n_hops + len(c.hops) <= MAX_HOPS:
+                into.comms[comm_key] = c  # the usual case: taken whole
+                into.n_ranks += len(c.ranks)
+                into.n_hops += len(c.hops)
+                continue
+            mine_c = into.comms[comm_key] = Comm(comm_key)
+        _merge_comm(into, mine_c, c)
+    into.tracks.update(other.tracks)  # keyed by (rank, file): a file's tracks are its own
+    into.versions_unattached.extend(other.versions_unattached[: max(KEEP_PER_KIND - len(into.versions_unattached), 0)])
+    into.failure_blocks.extend(other.failure_blocks[: max(KEEP_PER_KIND - len(into.failure_blocks), 0)])
     room = KEEP_PER_KIND - len(into.nccltests_rows)
     into.nccltests_rows.extend(other.nccltests_rows[:max(room, 0)])
     for step_key, times in other.step_times.items():
+        if step_key not in into.step_times and not into._room("ranks", len(into.step_times), MAX_RANKS):
+            continue
         mine_t = into.step_times.setdefault(step_key, [])
         mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
         into.step_evidence.setdefault(step_key, other.step_evidence[step_key])
@@ -55,7 +65,7 @@ def merge(into: JobModel, other: JobModel) -> None:
 
 
 def _merge_process(a: Process, b: Process) -> None:
-    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "last_ts"):
+    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "last_ts", "first_error"):
         if getattr(a, name) is None:
             setattr(a, name, getattr(b, name))
     for name in ("bootstrap", "socket_ifaces", "ib_devices"):
@@ -74,12 +84,14 @@ def _merge_process(a: Process, b: Process) -> None:
         a.evidence.setdefault(k, ev)
 
 
-def _merge_comm(a: Comm, b: Comm) -> None:
+def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
     a.nranks = a.nranks or b.nranks
     for r, st in b.ranks.items():
         mine = a.ranks.get(r)
         if mine is None:
-            a.ranks[r] = st
+            if into._room("ranks", into.n_ranks, MAX_RANKS):
+                a.ranks[r] = st
+                into.n_ranks += 1
             continue
         for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "start", "complete", "timings",
                      "bootstrap_timings", "local_rank", "nnodes"):
@@ -93,7 +105,9 @@ def _merge_comm(a: Comm, b: Comm) -> None:
     for hop, val in b.hops.items():
         mine_h = a.hops.get(hop)
         if mine_h is None:
-            a.hops[hop] = list(val)
+            if into._room("hops", into.n_hops, MAX_HOPS):
+                a.hops[hop] = list(val)
+                into.n_hops += 1
         else:
             mine_h[3] += val[3]
     a.transports.update(b.transports)

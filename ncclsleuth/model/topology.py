@@ -34,7 +34,7 @@ class CommTopology:
 
 
 def comm_rank_hosts(c: Comm) -> dict[int, str]:
-    """Rank within this communicator -> host (``whole_job.global_rank_hosts`` maps global ranks)."""
+    """Rank within this communicator -> host (``members.rank_hosts`` maps global ranks)."""
     return {r: st.host for r, st in c.ranks.items() if st.host}
 
 

@@ -57,6 +57,11 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "desync_started": ("desync_report", {"what": "started"}),
     "desync_never_joined": ("desync_report", {"what": "never_joined"}),
     "desync_header": ("desync_report", {"what": "header"}),
+    "cpp_terminate": ("cpp_abort", {"what": "terminate"}),
+    "gloo_enforce": ("cpp_abort", {"what": "enforce"}),
+    "mb_failed": ("monitored_barrier", {"what": "failed"}),
+    "mb_timeout": ("monitored_barrier", {"what": "timeout"}),
+    "mb_nonzero": ("monitored_barrier", {"what": "waited"}),
     "abort_async_error": ("nccl_abort", {"what": "async_error"}),
     "abort_job_failed": ("nccl_abort", {"what": "job_failed"}),
     "abort_reclaim": ("nccl_abort", {"what": "reclaim"}),
@@ -317,6 +322,33 @@ def _b_ib_completion(f: Fields) -> None:
     f["plugin"] = f.pop("_netib", None)
 
 
+_FROM_RANK = re.compile(r"from rank (\d+)")
+
+
+_VS = re.compile(r"(\S+) vs (\S+?)\.?(?:\s|$)")
+
+
+def _b_cpp_abort(f: Fields) -> None:
+    t = f.pop("cpp_type", None)
+    if t is not None:
+        f["exc_type"] = str(t).strip("'")
+    enf = f.pop("_enforceat", None)
+    if enf is not None:
+        f["where"] = str(enf)[len("[enforce fail at "):-1]
+        detail = str(f.get("detail") or "")
+        m = _VS.search(detail)
+        if m is not None:  # "op.preamble.length <= op.nbytes. 580 vs 548. Received data size ..."
+            f["got"], f["expected"] = m.group(1), m.group(2)
+
+
+def _b_mbarrier(f: Fields) -> None:
+    f["ranks"] = tuple(int(str(x)) for x in f.pop("mb_ranks", []))
+    rest = str(f.pop("_rest", "") or "")
+    m = _FROM_RANK.search(rest)
+    if m is not None:  # "... waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+        f["points_to"] = int(m.group(1))
+
+
 def _b_mismatch(f: Fields) -> None:
     for side in ("a", "b"):
         fp = f.pop("fp_" + side, None)
@@ -549,6 +581,8 @@ _FIXERS: dict[str, Callable[[Fields], Any]] = {
     "channel_conn": _b_conn,
     "ib_completion_error": _b_ib_completion,
     "collective_mismatch": _b_mismatch,
+    "monitored_barrier": _b_mbarrier,
+    "cpp_abort": _b_cpp_abort,
     "pg_options": _b_pg_options,
     "channels_summary": _b_chans,
     "net_iface_paths": _b_ifpaths,

@@ -46,8 +46,8 @@ _LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "
 _WRAP = re.compile(
     r"(?:"
     r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
-    r"|\((?P<ray>\w+)(?: pid=\d+)?(?:, ip=[\w.:]+)?\) ?"                # Ray actor
-    r"|\[(?:default|rank|trainer|worker|RANK |Rank )(?P<lr>\d+)(?:\|\d+)?\]:? ?"  # torchrun, apps, [trainer0|0]:
+    r"|\((?P<ray>\w+)(?:(?: [\w=]{1,32}){0,3} pid=\d+)?(?:, ip=[\w.:]+)?\) ?"  # Ray actor, vLLM worker
+    r"|\[(?:default|rank ?|trainer|worker|RANK |Rank )(?P<lr>\d+)(?:\|\d+)?\]:? ?"  # torchrun, apps, [trainer0|0]:
     r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
     r"|\[c10d\] ?"
     r"|\[repeated \d+x across cluster\] ?"
@@ -76,42 +76,92 @@ _WRAP = re.compile(
 _RAY_SUFFIX = " [repeated "
 # Linear on any input: the link text cannot contain "[" (so each "[" starts at most one
 # short attempt) and the rich source column is only tried where a run of spaces starts.
-_MD_LINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://[^)\s]*\)")
+#: (the URL stops at a bracket too: ``[x](http://a/`` glued 20,000 times scanned to the line's end
+#: from each ``[``, quadratic: 256 KB took minutes)
+_MD_LINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://[^()\[\]\s]*\)")
 _RICH_SRC = re.compile(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
 _MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
 _OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )|^WARN (?=\S)")
 _FILE_LINE = re.compile(r"[\w./+-]+:\d+")
 
 
+#: how far before ``NCCL LEVEL`` the ``host:pid:tid [dev] file:line (func)`` prefix is looked
+#: for: NCCL's host name buffer is 1,024 bytes (``src/debug.cc``), so a real prefix is
+#: shorter; a longer window would only make every false start cost more
+PREFIX_WINDOW = 2048
+_SPACE = re.compile(r"\s*")
+
+
 def peel(line: str) -> list[Record]:
-    """Split a cleaned line into its records (usually one)."""
+    """Split a cleaned line into its records (usually one).
+
+    Linear in the length of the line whatever it holds: records glued onto one line are
+    found in one left-to-right scan over offsets (no recursion, no copy of the rest of
+    the line per record), and each possible prefix is read from a bounded window.
+    """
     if "]<std" in line:
         parts = _split_mpi(line)
         if len(parts) > 1:
             out: list[Record] = []
             for p in parts:
-                out.extend(peel(p))
+                out.extend(_records(p))
             return out
+    return _records(line)
+
+
+def _records(line: str) -> list[Record]:
+    """The records of one line without Open MPI tags inside: a record, then each one glued after it."""
     if "](http" in line:
         line = _MD_LINK.sub(r"\1", line)
-    meta: dict[str, object] = {}
-    s = _strip_wrappers(line, meta)
-    k = s.find("NCCL ")
+    out: list[Record] = []
+    pos, end = 0, len(line)
+    known: _Prefix | None = None
+    while True:
+        meta: dict[str, object] = {}
+        pos, end = _strip_wrappers(line, pos, end, meta)
+        k, lvl = _find_level(line, pos, end)
+        if k < 0:
+            out.append(_plain_record(line[pos:end], meta))
+            return out
+        rec, known = _nccl_record(line, pos, end, k, lvl, meta, known)
+        out.append(rec)
+        if known is None:
+            return out
+        pos = known.start  # the glued record is peeled like a line of its own
+
+
+def _find_level(s: str, pos: int, end: int) -> tuple[int, str]:
+    """Where ``NCCL <LEVEL>`` (or a first ``CCOM <LEVEL>``) starts in ``s[pos:end]``, and the level."""
+    k = s.find("NCCL ", pos, end)
     if k < 0:
-        k = s.find("CCOM ")
+        k = s.find("CCOM ", pos, end)
     while k >= 0:
-        lvl_end = s.find(" ", k + 5)
-        lvl = s[k + 5:lvl_end if lvl_end > 0 else len(s)]
-        if lvl in LEVELS:
-            return _nccl_records(s, k, lvl, meta)
-        k = s.find("NCCL ", k + 5)
+        lvl = _level_at(s, k, end)
+        if lvl:
+            return k, lvl
+        k = s.find("NCCL ", k + 5, end)
+    return -1, ""
+
+
+def _level_at(s: str, k: int, end: int) -> str:
+    """The level word after the ``NCCL `` at ``k`` (ended by a space or the end), or ``""``."""
+    e = s.find(" ", k + 5, end)
+    e = end if e < 0 else e
+    if e - k - 5 > 5:
+        return ""
+    word = s[k + 5:e]
+    return word if word in LEVELS else ""
+
+
+def _plain_record(s: str, meta: dict[str, object]) -> Record:
+    """A record without ``NCCL <LEVEL>``: a pre-2.4 NCCL line, or any other line."""
     m = _OLD_NCCL.search(s)
     if m:
-        return [_old_record(s, m, meta)]
+        return _old_record(s, m, meta)
     if _RICH_SRC.search(s):
         s = _RICH_SRC.sub("", s)
-    return [Record(s, "other", meta.get("level"), None, None, None, None,  # type: ignore[arg-type]
-                   meta.get("rank"), meta.get("ts"), None, meta.get("pg"), meta.get("pg_rank"))]  # type: ignore[arg-type]
+    return Record(s, "other", meta.get("level"), None, None, None, None,  # type: ignore[arg-type]
+                  meta.get("rank"), meta.get("ts"), None, meta.get("pg"), meta.get("pg_rank"))  # type: ignore[arg-type]
 
 
 def _split_mpi(line: str) -> list[str]:
@@ -124,24 +174,26 @@ def _split_mpi(line: str) -> list[str]:
     return [line[a:b].rstrip() for a, b in zip(bounds, bounds[1:]) if line[a:b].strip()]
 
 
-def _strip_wrappers(s: str, meta: dict[str, object]) -> str:
-    """Peel anchored wrappers until none matches; record rank, timestamp and level."""
-    s = s.lstrip()
-    bold = s.startswith("**")
-    if s.endswith("across cluster]") and _RAY_SUFFIX in s:
-        s = s[: s.rfind(_RAY_SUFFIX)]
+def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tuple[int, int]:
+    """Peel anchored wrappers off ``s[pos:end]`` until none matches; record rank, timestamp
+    and level.  Returns the bounds of what is left (offsets: nothing is copied)."""
+    pos = _SPACE.match(s, pos, end).end()  # type: ignore[union-attr]  # \s* always matches
+    bold = s.startswith("**", pos, end)
+    if s.endswith("across cluster]", pos, end):
+        r = s.rfind(_RAY_SUFFIX, pos, end)
+        if r >= 0:
+            end = r
     for _ in range(12):  # bounded: each pass removes at least one character
-        m = _WRAP.match(s)
-        if not m or m.end() == 0:
+        m = _WRAP.match(s, pos, end)
+        if not m or m.end() == pos:
             break
-        g = m.groupdict()
-        _absorb(g, meta)
-        s = s[m.end():].lstrip()
-    if s.endswith("`"):
-        s = s.rstrip("`")
-    if bold and s.endswith("**"):
-        s = s[:-2]
-    return s
+        _absorb(m.groupdict(), meta)
+        pos = _SPACE.match(s, m.end(), end).end()  # type: ignore[union-attr]
+    while end > pos and s[end - 1] == "`":
+        end -= 1
+    if bold and end - pos >= 2 and s.endswith("**", pos, end):
+        end -= 2
+    return pos, end
 
 
 def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
@@ -216,29 +268,54 @@ def _prefix_fields(pre: str) -> tuple[dict[str, object], int]:
     return f, max(pos, 0) if pos < end else end
 
 
-def _nccl_records(s: str, k: int, lvl: str, meta: dict[str, object]) -> list[Record]:
-    f, start = _prefix_fields(s[:k])
+def _window(s: str, lo: int, k: int) -> int:
+    """Where the prefix before ``k`` is read from: ``lo``, or the first whole token of the
+    last ``PREFIX_WINDOW`` characters (a longer run cannot be a prefix of NCCL's)."""
+    if k - lo <= PREFIX_WINDOW:
+        return lo
+    sp = s.find(" ", k - PREFIX_WINDOW, k)
+    return k if sp < 0 else sp
+
+
+class _Prefix(NamedTuple):
+    """The prefix of a glued record, read while looking for it: its ``NCCL`` offset, fields, start."""
+
+    k: int
+    fields: dict[str, object]
+    start: int
+
+
+def _nccl_record(s: str, pos: int, end: int, k: int, lvl: str, meta: dict[str, object],
+                 known: _Prefix | None) -> tuple[Record, _Prefix | None]:
+    """The record whose ``NCCL <LEVEL>`` is at ``k``, and the prefix of a record glued after it
+    (None: none).  ``known``: this record's prefix, when the previous record found it."""
+    if known is not None and known.k == k and known.start >= pos:
+        f, start = known.fields, known.start
+    else:
+        lo = _window(s, pos, k)
+        f, start = _prefix_fields(s[lo:k])
+        start += lo
     body_start = k + 5 + len(lvl) + 1
-    body = s[body_start:]
-    rest: list[Record] = []
+    body_end, glued = end, None
     # Another record glued on the same line?
-    j = body.find("NCCL ")
+    j = s.find("NCCL ", body_start, end)
     while j >= 0:
-        e = body.find(" ", j + 5)
-        if body[j + 5:e if e > 0 else len(body)] in LEVELS:
-            f2, st2 = _prefix_fields(body[:j])
+        if _level_at(s, j, end):
+            wlo = _window(s, body_start, j)
+            f2, st2 = _prefix_fields(s[wlo:j])
             if "pid" in f2 or "where" in f2:
-                rest = peel(body[st2:])
-                body = body[:st2].rstrip()
+                glued = _Prefix(j, f2, wlo + st2)
+                body_end = glued.start
                 break
-        j = body.find("NCCL ", j + 5)
-    pre = s[:start].strip()
+        j = s.find("NCCL ", j + 5, end)
+    body = s[body_start:body_end].rstrip()
+    pre = s[pos:start].strip()
     ts = meta.get("ts")
     if pre and ts is None and pre[0] == "[" and pre[-1] == "]":
         ts = pre[1:-1]  # NCCL's own configurable timestamp (2.26+)
-    rec = Record(body.rstrip(), "nccl", lvl, f.get("host"), f.get("pid"), f.get("tid"),  # type: ignore[arg-type]
+    rec = Record(body, "nccl", lvl, f.get("host"), f.get("pid"), f.get("tid"),  # type: ignore[arg-type]
                  f.get("dev"), meta.get("rank"), ts, f.get("where"), meta.get("pg"))  # type: ignore[arg-type]
-    return [rec, *rest]
+    return rec, glued
 
 
 def _old_record(s: str, m: re.Match[str], meta: dict[str, object]) -> Record:

@@ -23,11 +23,12 @@ from typing import Any, Protocol
 from .. import events as E
 from ..ingest.decode import clean
 from . import fastpath
-from .anchors import PREFILTER, STEP_START, anchor_starts
+from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, last_line, last_progress, per_rank, rank_of
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -57,6 +58,11 @@ _FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
+#: lines whose own words mark them a problem, with no level field: Slurm's ``srun: error:`` and
+#: ``slurmstepd: error:`` (its error() prefix), the C++ runtime's abort when an exception
+#: escapes (libstdc++ ``__gnu_cxx::__verbose_terminate_handler``)
+_MARKED = re.compile(r"(?:srun|slurmstepd|sbatch|salloc|srun\[\d+\]): error: |terminate called "
+                     r"(?:after throwing an instance of|recursively|without an active exception)")
 _ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 #: PyTorch's NCCL error text ends with ``"\nLast error:\n" + ncclGetLastError()`` (NCCLUtils
 #: getNcclErrorDetailStr, torch 1.13..2.15): the text of NCCL's last WARN, without its prefix
@@ -74,12 +80,48 @@ _NOT_A_WARN = ("Exception raised from", "Traceback", "File ", "frame #", "termin
 MAX_JOINS = 3
 
 
+def _record_texts(text: str, records: list[Record]) -> list[str]:
+    """The part of a line each of its glued records was read from (its evidence text).
+
+    Each event keeps its own part, not the whole line: 20,000 records glued onto one 1 MB
+    line would otherwise carry 20,000 copies of it into every rule and the report.  Bodies
+    are found left to right from where the previous one ended (linear); a body that was
+    rewritten (a Markdown link) is its own text.
+    """
+    out: list[str] = []
+    pos = 0
+    for i, rec in enumerate(records):
+        at = text.find(rec.body, pos) if rec.body else -1
+        if at < 0:
+            out.append(rec.body)
+            continue
+        end = len(text) if i == len(records) - 1 else at + len(rec.body)
+        out.append(text[pos:end].strip())
+        pos = end
+    return out
+
+
 @dataclass
 class _Tb:
     start: int
     frames: int = 0
     last_frame: str | None = None
     text: str = ""
+    user_frame: str | None = None
+    call: str | None = None
+
+
+# A frame of the program itself, not of the interpreter or an installed package: where
+# the rank's own code stopped (the odd one out among ranks is found on this line).
+_FRAME_AT = re.compile(r'File "([^"]*)", line (\d+), in (\S+)')
+_LIB = re.compile(r"site-packages|dist-packages|/lib/python\d|^<|/torch/distributed/")
+
+
+def _user_frame(body: str) -> str | None:
+    m = _FRAME_AT.search(body)
+    if m is None or _LIB.search(m.group(1)) or not m.group(1).endswith(".py"):
+        return None  # a library's frame, or a launcher's entry point (bin/torchrun)
+    return f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}"
 
 
 @dataclass
@@ -140,6 +182,12 @@ class FileParser:
         self._last_error: set[int | None] = set()
         self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
+        #: the last blocks read (at most TAIL_CHARS), for where the output stops (:mod:`.tail`)
+        self._end_blocks: list[tuple[int, str]] = []
+        self._end_chars = 0
+        self._end_line: tuple[int, list[str]] | None = None  # line mode: (first, lines)
+        #: launcher ranks seen on this file's events (two are enough: the file interleaves ranks)
+        self._ranks: set[int] = set()
         self._plans = fastpath.plans_for(self.cache, drop) \
             if sink is not None and not keep_text and fastpath.ENABLED else None
         #: the tool block open (ibstat, topo -m, ...) and what its reader may read back:
@@ -162,6 +210,8 @@ class FileParser:
 
     def parse_line(self, lineno: int, text: str) -> list[E.Event]:
         self.stats.lines += 1
+        if not self.keep_text:
+            self._keep_line(lineno, text)
         if not self.keep_text and not self._open() and PREFILTER.search(text) is None:
             self._seen.append((lineno, text))
             return []
@@ -177,6 +227,8 @@ class FileParser:
         """
         out: list[E.Event] = []
         self.stats.lines += text.count("\n") + 1
+        if not self.keep_text:
+            self._keep_block(first, text)
         put = out.extend if self.sink is None else self._deliver
         if self.keep_text:
             for i, line in enumerate(text.split("\n")):
@@ -184,7 +236,7 @@ class FileParser:
                 self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
-        search, find = PREFILTER.search, text.find
+        search, find = prefilter_for(text).search, text.find
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         self._btext = text
@@ -351,15 +403,16 @@ class FileParser:
         if text.lstrip().startswith("#"):
             self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
-        recs = peel(text)
-        for rec in recs:
+        records = peel(text)
+        texts = _record_texts(text, records) if len(records) > 1 else (text,)
+        for rec, own in zip(records, texts):
             self.stats.records += 1
             if rec.family == "nccl":
-                ev = self._nccl(rec, lineno, text)
+                ev = self._nccl(rec, lineno, own)
             else:
-                rest, ev = self._quoted(rec, lineno, text, out)
+                rest, ev = self._quoted(rec, lineno, own, out)
                 if rest is not None:
-                    ev = self._other(rest, lineno, text, out)
+                    ev = self._other(rest, lineno, own, out)
             if ev is not None and (self.keep_text or ev.kind != "text"):
                 out.append(ev)
                 k = ev.kind
@@ -368,8 +421,8 @@ class FileParser:
                     evs = self._blocks.start(ev, partial(self._recent, lineno))
                     self._count(evs)
                     out.extend(evs)
-        if len(recs) == 1 and len(out) == 1 and recs[0].family == "other" and self._holds(recs[0], out[0]):
-            self._held = _Held(lineno, text, recs[0], out)
+        if len(records) == 1 and len(out) == 1 and records[0].family == "other" and self._holds(records[0], out[0]):
+            self._held = _Held(lineno, text, records[0], out)
             return []
         return out
 
@@ -481,6 +534,7 @@ class FileParser:
                    dev=int(dev), level="INFO", **fields)
 
     def finish(self) -> list[E.Event]:
+        """What is left open at the end: a tool block, a held message, a cut traceback."""
         out: list[E.Event] = self._blocks.close()
         if self._held is not None:
             out.extend(self._held.events)
@@ -490,9 +544,68 @@ class FileParser:
             if tb.frames:
                 out.append(E.Traceback(source=self.source, line=tb.start, text=tb.text, rank=rank,
                                        exc_type="", message="(traceback cut off: no exception line)",
-                                       start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame))
+                                       start_line=tb.start, frames=tb.frames, last_frame=tb.last_frame,
+                                       user_frame=tb.user_frame, call=tb.call))
         self._tb.clear()
         return out
+
+    # ------------------------------------------------------------------ the end of the file
+    def _keep_block(self, first: int, text: str) -> None:
+        tail = self._end_blocks
+        tail.append((first, text))
+        self._end_chars += len(text)
+        cap = TAIL_CHARS_MULTI if len(self._ranks) >= 2 else TAIL_CHARS
+        while self._end_chars - len(tail[0][1]) >= cap and len(tail) > 1:
+            self._end_chars -= len(tail.pop(0)[1])
+
+    def _keep_line(self, lineno: int, text: str) -> None:
+        """Line mode: consecutive lines gathered into blocks for the tail."""
+        cur = self._end_line
+        if cur is None or cur[0] + len(cur[1]) != lineno or len(cur[1]) >= 512:
+            if cur is not None:
+                self._keep_block(cur[0], "\n".join(cur[1]))
+            cur = self._end_line = (lineno, [])
+        cur[1].append(text)
+
+    def tail(self) -> list[E.Event]:
+        """Where the output stops (analyze, after :meth:`finish`): the last line and the last
+        progress line, per rank where the file interleaves ranks (:mod:`.tail`).  Not a line's
+        meaning but the model's input: ``parse`` (``keep_text``) keeps no tail."""
+        if self._end_line is not None:
+            self._keep_block(self._end_line[0], "\n".join(self._end_line[1]))
+            self._end_line = None
+        blocks = self._end_blocks
+        if not blocks:
+            return []
+        self._end_blocks, self._end_chars = [], 0  # watch calls finish() again after more lines
+        if len(self._ranks) >= 2 or self._mixed(blocks):
+            last, prog = per_rank(blocks)
+            found = [(f, E.LastLine) for f in last.values()] + [(f, E.Progress) for f in prog.values()]
+        else:
+            one, p = last_line(blocks), last_progress(blocks)
+            found = ([(one, E.LastLine)] if one else []) + ([(p, E.Progress)] if p else [])
+        out: list[E.Event] = []
+        for f, cls in sorted(found, key=lambda t: t[0].line):
+            rec = peel(f.text)[0]
+            fields: dict[str, Any] = {}
+            if f.progress is not None:
+                fields = {"step": f.progress.step, "total": f.progress.total, "elapsed_s": f.progress.elapsed_s,
+                          "unit": f.progress.unit}
+            out.append(self._make(cls, rec, f.line, f.text, fields))
+        return out
+
+    @staticmethod
+    def _mixed(blocks: list[tuple[int, str]]) -> bool:
+        """Whether the end of the file shows lines of two ranks (launcher prefixes)."""
+        seen = set()
+        text = blocks[-1][1]
+        for line in text[-16384:].split("\n"):
+            r = rank_of(line)
+            if r is not None:
+                seen.add(r)
+                if len(seen) > 1:
+                    return True
+        return False
 
     # ------------------------------------------------------------------ NCCL lines
     def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:
@@ -547,6 +660,9 @@ class FileParser:
                     tb = self._tb[rec.rank] = _Tb(start=lineno, text=text)
                 tb.frames += 1
                 tb.last_frame = body.strip()
+                uf = _user_frame(body)
+                if uf is not None:
+                    tb.user_frame = uf
                 return self._sync_or_text(rec, lineno, text, fm.group(1) if fm else "", body)
         elif tb is not None and text[:1].isspace() and not _EXC.match(body):
             return self._sync_or_text(rec, lineno, text, body, body)
@@ -567,12 +683,14 @@ class FileParser:
                 exc_type, message = getattr(ev, "exc_type", None) or ev.kind, body.strip()
             out.append(E.Traceback(source=self.source, line=lineno, text=text, rank=rec.rank, ts=rec.ts,
                                    exc_type=exc_type or "", message=message, start_line=tb.start,
-                                   frames=tb.frames, last_frame=tb.last_frame))
+                                   frames=tb.frames, last_frame=tb.last_frame, user_frame=tb.user_frame,
+                                   call=tb.call))
             del self._tb[rec.rank]
             if exc is not None:
                 return None  # the traceback event carries the exception line
         if ev is None:
-            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)):
+            if rec.level in ("ERROR", "FATAL") or (rec.level == "WARNING" and _ERRLIKE.search(body)) \
+                    or _MARKED.match(body):
                 return self._make(E.WarnText, rec, lineno, text, {"message": body})
             return self._make(E.Text, rec, lineno, text, {})
         return ev
@@ -581,6 +699,9 @@ class FileParser:
         m = _SYNC.search(where)
         if m is None:
             return self._make(E.Text, rec, lineno, text, {})
+        tb = self._tb.get(rec.rank)
+        if tb is not None:
+            tb.call = m.group(1)  # the innermost one wins
         return self._make(E.SyncCall, rec, lineno, text, {"call": m.group(1), "code": code.strip()})
 
     def _anchored(self, rec: Record, body: str, lineno: int, text: str) -> E.Event | None:
@@ -622,6 +743,8 @@ class FileParser:
 
     # ------------------------------------------------------------------ construction
     def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict[str, Any]) -> E.Event:
+        if rec.rank is not None and len(self._ranks) < 2:
+            self._ranks.add(rec.rank)
         if rec.pg is not None and cls in _PG_CLASSES:
             fields.setdefault("pg", rec.pg)
             if rec.pg_rank is not None and "pg_rank" in cls.FIELD_TYPES:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
+from ..model.facts.said import said
 from ..model.job import JobModel
 from ..model.stats import ranges
-from .schema import CATEGORIES, Rule, Severity
+from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
 from .template import fill, is_missing, is_peer
 
 
@@ -137,7 +138,12 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
     ip_hosts = model.ip_hosts()
     fill = _filler(primary, named, extra, ip_hosts, unfilled)
     category, severity, symptom_of = rule.category, rule.severity.name, rule.symptom_of
-    if rule.category_from:  # the knowledge base's verdict on the matched line
+    if rule.category_from == KNOWLEDGE:  # the knowledge base's reading of the first line, in context
+        read = [c for c in (said(lead[0]).categories if lead else ()) if c in CATEGORIES]
+        if read:
+            category = read[0]
+            symptom_of = tuple(dict.fromkeys([*symptom_of, *read])) if rule.role == "symptom" else symptom_of
+    elif rule.category_from:  # the knowledge base's verdict on the matched line
         cats = primary.get(rule.category_from)
         cats = [c for c in (cats if isinstance(cats, (list, tuple)) else [cats]) if c in CATEGORIES]
         if cats:

@@ -25,7 +25,9 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) ->
     ctx = ctx or Context(model)
     fired: list[tuple[Rule, Finding, tuple[Any, ...]]] = []
     explained: set[tuple[str, int]] = set()
-    for rule in sorted(rules, key=lambda r: r.fallback):  # stable: the given order, fallbacks last
+    # stable: the given order, fallbacks last, the most specific fallback first (a message the
+    # knowledge base knows before "the program raised X")
+    for rule in sorted(rules, key=lambda r: (r.fallback, -r.specificity if r.fallback else 0)):
         m = evaluate(rule.match, ctx)
         if not m.ok:
             continue
@@ -76,13 +78,30 @@ def _rank_key(rule: Rule, f: Finding, first: tuple[Any, ...]) -> tuple[Any, ...]
             -rule.confidence, first, rule.id)
 
 
+#: a symptom that can follow from these followed from whatever rank broke the job
+_AFTER_A_PEER = frozenset({"peer_failure", "collective_timeout"})
+
+
 def _link_causes(fired: list[tuple[Rule, Finding, tuple[Any, ...]]]) -> None:
+    """Each symptom names its cause: the cause finding that accounts for its lines (a
+    whole-job finding quotes the messengers' lines), else the first cause of a category the
+    symptom can follow from, else, through another symptom, that symptom's cause (a process
+    taken down after a collective timeout follows from what caused the timeout)."""
     causes = [(r, f) for r, f, _ in fired if r.role == "cause" and _severity(f) >= Severity.warning]
-    for rule, f, _ in fired:
-        if rule.role != "symptom":
-            continue
+    symptoms = [(r, f) for r, f, _ in fired if r.role == "symptom"]
+    for rule, f in symptoms:
+        lines = {(e.file, e.line) for e in f.evidence}
         of = f.symptom_of or rule.symptom_of
-        for cr, cf in causes:
-            if not of or cf.category in of or cr.id in of:
-                f.caused_by = cr.id
-                break
+        hit = next((cr.id for cr, cf in causes if lines and lines <= cf.explained), None)
+        if hit is None:
+            hit = next((cr.id for cr, cf in causes if not of or cf.category in of or cr.id in of), None)
+        if hit is None and _AFTER_A_PEER & set(of):  # lost a peer, or waited for one: the rank that broke
+            hit = next((cr.id for cr, _ in causes if cr.specificity >= 3), None)  # the job (whole-job reasoning)
+        f.caused_by = hit
+    for _ in range(2):  # consequences of consequences
+        for rule, f in symptoms:
+            if f.caused_by is not None:
+                continue
+            of = f.symptom_of or rule.symptom_of
+            f.caused_by = next((sf.caused_by for sr, sf in symptoms if sf is not f and sf.caused_by is not None
+                                and (sf.category in of or sr.id in of)), None)

@@ -61,6 +61,9 @@ PRED_OPS = {"eq", "ne", "in", "not_in", "regex", "not_regex", "gt", "ge", "lt", 
 COUNT_OPS = {"eq", "ne", "gt", "ge", "lt", "le"}
 TEST_KEYS = {"name", "fail", "pass", "expect_line", "expect_text", "files", "quiet_for"}
 _ID = re.compile(r"^[A-Z]{2,8}\d{3}$")
+#: ``category_from: knowledge``: the category the knowledge base gives the finding's first
+#: evidence line in its context (a one-element ALLREDUCE timing out is a barrier)
+KNOWLEDGE = "knowledge"
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ class Rule:
     #: one finding per distinct value of this field among the matched records
     group_by: str | None = None
     #: the finding's category / severity from this field of the first matched record (the
-    #: knowledge base's verdict on the line), when it holds a valid one
+    #: knowledge base's verdict on the line), when it holds a valid one; ``knowledge``: the
+    #: knowledge base's reading of the first evidence line
     category_from: str | None = None
     severity_from: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -177,6 +181,8 @@ def check(doc: Any, path: str) -> list[RuleError]:
         check_condition(doc["match"], path, "match", errs)
         check_fields(doc, path, errs)
         for key in ("per_record", "group_by", "category_from", "severity_from"):
+            if key == "category_from" and doc.get(key) == KNOWLEDGE:
+                continue  # the knowledge base's reading of the evidence line: any match
             if doc.get(key) and "fact" not in doc["match"]:
                 errs.add("needs a match that is one fact: leaf", key)
     if ok("specificity") and not 0 <= doc["specificity"] <= 3:
@@ -432,6 +438,8 @@ def check_fields(doc: dict[str, Any], path: str, errs: Errors | None = None) -> 
     if unknown_leaf:  # the fields of a misspelt kind are unknown: no field can be judged
         return
     for key in ("group_by", "category_from", "severity_from"):  # fields of the records of a fact leaf
+        if key == "category_from" and doc.get(key) == KNOWLEDGE:
+            continue  # the knowledge base's reading of the evidence line, not a field
         if key in doc and doc[key] not in fields:
             e.add(f"no matched fact has a field {doc[key]!r}", key)
     for key in ("title", "message", "fix"):

@@ -10,10 +10,15 @@ FIXTURES = ROOT / "fixtures"
 CORPUS = ROOT.parent / "shared" / "corpus"
 
 
+#: the folders of real (and realistic) logs: every fixture folder of logs, the shared corpus
+LOG_DIRS = (FIXTURES / "corpus", FIXTURES / "examples", FIXTURES / "report", FIXTURES / "real", FIXTURES / "healthy",
+            FIXTURES / "diff", CORPUS / "cases", CORPUS / "healthy")
+
+
 def log_files() -> list[Path]:
-    """Every log under fixtures/{corpus,examples,report} and the shared corpus, sorted."""
+    """Every log under the fixtures' log folders and the shared corpus, sorted."""
     out: list[Path] = []
-    for base in (FIXTURES / "corpus", FIXTURES / "examples", FIXTURES / "report", CORPUS / "cases", CORPUS / "healthy"):
+    for base in LOG_DIRS:
         if not base.is_dir():
             continue
         for dirpath, _, names in os.walk(base):

@@ -2,7 +2,21 @@
 registers them all in :data:`FACTS` (and their declarations in :data:`SPECS`)."""
 from __future__ import annotations
 
-from . import collectives, consistency, flight, host, init, knowledge, live, nccltests, network, ras, rasreport  # noqa: F401 (they register)
+from . import (  # noqa: F401 (they register)
+    collectives,
+    consistency,
+    flight,
+    host,
+    init,
+    knowledge,
+    live,
+    nccltests,
+    network,
+    ras,
+    rasreport,
+    rendezvous,
+    wholejob,
+)
 from .base import FACTS, LIVE, SPECS, Fact, FactSpec, Record, fact, median, ranges
 
 __all__ = ["FACTS", "LIVE", "SPECS", "Fact", "FactSpec", "Record", "fact", "median", "ranges"]

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from ... import events as E
 from ..job import JobModel
+from ..members import members, rank_hosts
 from .base import Record, fact, median, ranges
 
 
@@ -38,27 +39,6 @@ class Straggler(Record):
     steps: int
 
 
-def global_rank_hosts(model: JobModel) -> dict[int, str]:
-    """Global rank -> host, from launcher prefixes, NCCL comm ranks and torchrun failure blocks."""
-    out: dict[int, str] = {}
-    biggest = max(model.comms.values(), key=lambda c: c.nranks or 0, default=None)
-    if biggest is not None:
-        for r, st in biggest.ranks.items():
-            if st.host:
-                out.setdefault(r, st.host)
-    for p in model.processes.values():
-        if p.launcher_rank is not None and p.host:
-            out.setdefault(p.launcher_rank, p.host)
-    for b in model.failure_blocks:
-        f = b["fields"]
-        if "rank" in f and "host" in f:
-            try:
-                out.setdefault(int(f["rank"][0].split()[0]), f["host"][0])
-            except ValueError:
-                pass
-    return out
-
-
 def _pg(ev: E.Event) -> str:
     return getattr(ev, "pg", None) or "0"
 
@@ -71,7 +51,7 @@ def collective_laggard(model: JobModel) -> list[CollectiveLaggard]:
     ``last enqueued`` work counters (the laggard never enqueued the collective the others
     wait in); watchdog timeouts at a sequence number the laggard never reached.
     """
-    hosts = global_rank_hosts(model)
+    hosts = rank_hosts(model)
     out: list[CollectiveLaggard] = []
     for pg, ranks in _enqueued_by_rank(model).items():
         if len(ranks) < 2:
@@ -114,15 +94,13 @@ def _messengers(ranks: dict[int, tuple[int, E.Event]], ahead: list[int]) -> list
 
 
 def _enqueued_by_rank(model: JobModel) -> dict[str, dict[int, tuple[int, E.Event]]]:
-    """pg -> rank -> (last enqueued seq, the line saying so)."""
+    """pg -> rank -> (last enqueued seq, the line saying so), from each rank's counters
+    (:mod:`..tracks`: every rank's, not only the events kept per kind)."""
     out: dict[str, dict[int, tuple[int, E.Event]]] = defaultdict(dict)
-    for ev in model.events.get("work_status", ()):
-        assert isinstance(ev, E.WorkStatus)
-        if ev.rank is None or ev.last_enqueued is None:
-            continue
-        cur = out[_pg(ev)].get(ev.rank)
-        if cur is None or ev.last_enqueued > cur[0]:
-            out[_pg(ev)][ev.rank] = (ev.last_enqueued, ev)
+    for m in members(model).ranks:
+        for pg, (enq, _, ev) in m.counters.items():
+            if enq is not None and m.rank is not None:
+                out[pg][m.rank] = (enq, ev)
     return out
 
 
@@ -181,7 +159,7 @@ def stragglers(model: JobModel) -> list[Straggler]:
     meds = list(per.values())
     job = median(meds)
     mad = median(abs(x - job) for x in meds) or job * 0.01
-    hosts = global_rank_hosts(model)
+    hosts = rank_hosts(model)
     out: list[Straggler] = []
     for key, med in sorted(per.items(), key=lambda kv: -kv[1]):
         if med > job * 1.10 and med - job > 3 * mad:
@@ -192,4 +170,92 @@ def stragglers(model: JobModel) -> list[Straggler]:
                         "job_median_ms": round(job, 1), "slower_pct": round(100 * (med / job - 1)),
                         "others": len(per) - 1, "steps": len(model.step_times[key]),
                         "evidence": [model.step_evidence[key]]})
+    return out
+
+
+class StragglerHost(Record):
+    host: str
+    ratio: float  # its ranks' median step time over the other hosts'
+    median_ms: float
+    others_ms: float
+    nranks: int
+    ranks: list[int]
+    nhosts: int  # the other hosts compared
+    steps: int
+
+
+#: a host is a straggler when its ranks' steps take this much longer than the other hosts'
+HOST_SLOWER = 1.25
+
+
+@fact(StragglerHost)
+def straggler_hosts(model: JobModel) -> list[StragglerHost]:
+    """Hosts whose ranks' training steps are consistently slower than the other hosts' (a
+    node at half speed: a throttled GPU, a slow NIC or disk, a noisy neighbour), named with
+    the ratio.  Per host: the median of its ranks' median step times (each rank's from the
+    training loop's own lines); flagged when it is 25% above the median of the other hosts'
+    and the host holds a minority of the job's hosts."""
+    ms = members(model)
+    file_rank = {s: m.rank for m in ms.ranks for s in m.sources}
+    hosts = rank_hosts(model)
+    src_host = model.source_hosts()
+    per_host: dict[str, list[tuple[float, int | None, E.Event, int]]] = defaultdict(list)
+    for key, times in model.step_times.items():
+        if len(times) < 5:
+            continue
+        rank = key if isinstance(key, int) else file_rank.get(key)
+        host = hosts.get(rank) if rank is not None else None
+        host = host or (src_host.get(key) if isinstance(key, str) else None)
+        if host:
+            per_host[host].append((median(times), rank, model.step_evidence[key], len(times)))
+    if len(per_host) < 2:
+        return []
+    med = {h: median([x[0] for x in v]) for h, v in per_host.items()}
+    out: list[StragglerHost] = []
+    for h, m in sorted(med.items(), key=lambda kv: -kv[1]):
+        others = median([v for k, v in med.items() if k != h])
+        if not others or m < HOST_SLOWER * others:
+            break
+        slow = [x for x in per_host[h] if x[0] >= HOST_SLOWER * others]
+        if len(slow) * 2 < len(per_host[h]) or (len(out) + 1) * 3 > len(med) + 1:
+            break  # not most of its ranks, or not a minority of the hosts
+        ranks = sorted(r for _, r, _, _ in per_host[h] if r is not None)
+        fastest = min(med, key=lambda k: med[k])
+        out.append({"host": h, "ratio": round(m / others, 2), "median_ms": round(m, 1), "others_ms": round(others, 1),
+                    "nranks": len(per_host[h]), "ranks": ranks, "nhosts": len(med) - 1,
+                    "steps": sum(x[3] for x in per_host[h]),
+                    "evidence": [x[2] for x in per_host[h][:4]] + [per_host[fastest][0][2]]})
+    return out
+
+
+class DuplicateBusId(Record):
+    rank_a: int
+    rank_b: int
+    ranks: list[int]
+    host: str
+    device: str  # the busId both use
+    comm: str
+
+
+@fact(DuplicateBusId)
+def duplicate_busid(model: JobModel) -> list[DuplicateBusId]:
+    """Two ranks of one communicator on one host that print the same ``busId`` in their
+    ``ncclCommInitRank ... busId X ... Init START/COMPLETE`` lines: they run on one GPU,
+    whether or not NCCL's own "Duplicate GPU detected" made it into the logs."""
+    out: list[DuplicateBusId] = []
+    seen: set[tuple[str, str]] = set()
+    for c in model.comms.values():
+        by: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for r, st in c.ranks.items():
+            if st.host and st.bus_id and (st.start or st.complete):
+                by[(st.host, st.bus_id)].append(r)
+        for (host, bus), ranks in sorted(by.items()):
+            if len(ranks) < 2 or (host, bus) in seen:
+                continue
+            seen.add((host, bus))
+            a, b = sorted(ranks)[:2]
+            evs: list[E.Event] = [ev for r in (a, b) for ev in (c.ranks[r].start or c.ranks[r].complete,)
+                                  if ev is not None]
+            out.append({"rank_a": a, "rank_b": b, "ranks": [a, b], "host": host, "device": bus, "comm": c.key,
+                        "evidence": evs})
     return out

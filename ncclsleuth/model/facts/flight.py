@@ -24,8 +24,8 @@ from ... import events as E
 from ...events.flight import FrOp
 from ..flight import FlightRecords, RankBits, Row
 from ..job import JobModel
+from ..members import rank_hosts
 from .base import Record, fact, ranges
-from .collectives import global_rank_hosts
 
 #: ops whose sizes legitimately differ across ranks (uneven splits, a root's buffer)
 _UNEVEN = frozenset({"all_to_all", "all_to_allv", "alltoall", "alltoall_base", "scatter", "gather", "coalesced",
@@ -157,7 +157,7 @@ def expected_world(model: JobModel) -> int | None:
 
 
 def _analyse(model: JobModel, fl: FlightRecords) -> _Analysis:
-    hosts = global_rank_hosts(model)
+    hosts = rank_hosts(model)
     expected = _expected_ranks(model, fl)
     a = _Analysis(fl, hosts, expected, sorted(expected - set(fl.ranks)))
     by_pg: dict[str, list[tuple[int, Row]]] = {}

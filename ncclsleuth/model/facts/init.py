@@ -29,6 +29,8 @@ class InitTiming(Record):
     phase: str
     phase_s: float
     bootstrap_share: float
+    ratio: float  # the slowest host's init time over the median host's
+    phase_ratio: float | str  # its dominant phase against the other hosts' median of that phase
     outlier: bool
     any_flag: bool
     bootstrap_dominates: bool
@@ -88,10 +90,16 @@ def init_timing(model: JobModel) -> list[InitTiming]:
         slow_host = max(host_tot, key=lambda h: max(host_tot[h]))
         outlier = len(host_tot) >= 3 and max(host_tot[slow_host]) > max(3 * host_med, host_med + 5)
         boot_share = phases.get("bootstrap", 0) / slow.timings.total if slow.timings.total else 0  # type: ignore[union-attr]
+        others_phase = [dict(r.timings.phases).get(dom, 0.0) for r in timed  # type: ignore[union-attr]
+                        if (r.host or "?") != slow_host]
+        phase_med = median(others_phase) if others_phase else 0.0
         out.append({"comm": c.key, "nranks": c.nranks, "timed": len(timed), "max_s": round(slow.timings.total, 2),  # type: ignore[union-attr]
                     "median_s": round(med, 2), "slow_rank": slow.rank, "slow_host": slow.host or "?",
                     "phase": dom, "phase_s": round(phases.get(dom, 0.0), 2),
-                    "bootstrap_share": round(boot_share, 2), "outlier": outlier,
+                    "bootstrap_share": round(boot_share, 2),
+                    "ratio": round(max(host_tot[slow_host]) / host_med, 1) if host_med else 0.0,
+                    "phase_ratio": round(phases.get(dom, 0.0) / phase_med, 1) if phase_med else "?",
+                    "outlier": outlier,
                     "any_flag": outlier or (boot_share > 0.5 and slow.timings.total > 5),  # type: ignore[union-attr]
                     "bootstrap_dominates": boot_share > 0.5 and slow.timings.total > 5,  # type: ignore[union-attr]
                     "evidence": [slow.timings] if slow.timings is not None else []})

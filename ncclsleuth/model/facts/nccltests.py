@@ -6,7 +6,7 @@ from typing import Any
 
 from ... import events as E
 from ..job import JobModel
-from .base import Record, fact
+from .base import Record, fact, median
 
 
 class NcclTestsResult(Record):
@@ -58,3 +58,56 @@ def _nonzero(w: Any) -> bool:
         return float(w) != 0
     except (TypeError, ValueError):
         return False
+
+
+class NcclTestsHostOutlier(Record):
+    host: str
+    peak_busbw: float
+    others_busbw: float  # the median of the other hosts' peaks
+    ratio: float  # its peak over the others'
+    nhosts: int  # the other hosts compared
+
+
+#: a host whose nccl-tests peak is below this share of the other hosts' is named
+SLOW_HOST_SHARE = 0.7
+
+
+@fact(NcclTestsHostOutlier)
+def nccltests_host_outlier(model: JobModel) -> list[NcclTestsHostOutlier]:
+    """nccl-tests run on each node (one output per host, as a node health check does it):
+    the host whose peak bus bandwidth is well below the other hosts', named with the ratio.
+    A run's host is the ``on <host>`` of its ``#  Rank 0 ... on <host> device ...`` lines (the
+    hosts of one file: one per file, or the run spans hosts and is not a per-node result)."""
+    hosts: dict[str, set[str]] = {}
+    for ev in model.events.get("nccltests_rank", ()):
+        assert isinstance(ev, E.NcclTestsRank)
+        if ev.test_host:
+            hosts.setdefault(ev.source, set()).add(ev.test_host)
+    src_host = model.source_hosts()
+    best: dict[str, E.NcclTestsRow] = {}
+    for r in model.nccltests_rows:
+        cur = best.get(r.source)
+        if cur is None or _bw(r) > _bw(cur):
+            best[r.source] = r
+    per_host: dict[str, E.NcclTestsRow] = {}
+    for src, row in best.items():
+        hs = hosts.get(src) or ({src_host[src]} if src in src_host else set())
+        if len(hs) == 1:
+            h = next(iter(hs))
+            if h not in per_host or _bw(row) > _bw(per_host[h]):
+                per_host[h] = row
+    if len(per_host) < 3:
+        return []  # with two hosts, which one is slow is not an outlier question
+    out: list[NcclTestsHostOutlier] = []
+    for h, row in sorted(per_host.items(), key=lambda kv: _bw(kv[1])):
+        med = median([_bw(r) for k, r in per_host.items() if k != h])
+        if med <= 0 or _bw(row) >= SLOW_HOST_SHARE * med or (len(out) + 1) * 3 > len(per_host):
+            break
+        out.append({"host": h, "peak_busbw": round(_bw(row), 2), "others_busbw": round(med, 2),
+                    "ratio": round(_bw(row) / med, 2), "nhosts": len(per_host) - 1,
+                    "evidence": [row, max((r for k, r in per_host.items() if k != h), key=_bw)]})
+    return out
+
+
+def _bw(r: E.NcclTestsRow) -> float:
+    return max(r.busbw, r.ip_busbw or 0)

@@ -1,0 +1,312 @@
+"""The job's members: each rank with what its tracks, processes and the launcher say about it.
+
+Built once per model from the per-file results (:mod:`.tracks`, the processes, the
+communicators, torchrun's failure blocks), never from event lists across files, so a
+16,384-rank job costs one pass over its tracks.
+
+Who a track belongs to: its launcher rank (``[rank5]:``, ``[default5]:``, ``5: ``) where
+the lines carry one; otherwise the rank of its file: the one launcher rank the file's other
+lines show, the global rank of the file's NCCL process (its rank in the largest
+communicator), the file's name (``rank5.log``, torchrun's ``--log-dir``
+``attempt_0/<local_rank>/stdout.log`` on a one-node job), or a sibling ``stdout``/
+``stderr`` file of the same folder.  Lines of a file that interleaves ranks without a
+prefix (the elastic agent's own lines in a console) belong to no rank.
+
+How a worker ended comes from the elastic agent: ``failed (exitcode: -9) local_rank: 2``
+and the ``Failures`` / ``Root Cause`` entries (rank, exitcode, signal).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from .. import events as E
+from ..util.clock import Stamp, stamp
+from .job import JobModel
+from .tracks import Track
+
+
+@dataclass
+class Exit:
+    """What the elastic agent said about one worker."""
+
+    exitcode: int | None
+    signal: str | None  # SIGKILL, SIGABRT, SIGTERM, ...
+    root_cause: bool  # named in the "Root Cause (first observed failure)" block
+    evidence: list[E.Event] = field(default_factory=list)
+
+    @property
+    def torn_down(self) -> bool:
+        """Ended by the agent's own SIGTERM after another worker failed (a victim)."""
+        return self.exitcode == -15
+
+
+@dataclass
+class Member:
+    """One rank of the job (or, ``rank`` None, the unattributed lines of one file)."""
+
+    rank: int | None
+    host: str | None = None
+    sources: list[str] = field(default_factory=list)
+    tracks: list[Track] = field(default_factory=list)
+    last: E.Event | None = None
+    last_t: Stamp | None = None
+    progress: E.Progress | None = None
+    first_problem: E.Event | None = None
+    first_t: Stamp | None = None
+    last_problem: E.Event | None = None
+    problems: int = 0
+    traceback: E.Traceback | None = None
+    watchdog: E.WatchdogTimeout | None = None
+    counters: dict[str, tuple[int | None, int | None, E.Event]] = field(default_factory=dict)
+    mismatch: E.CollectiveMismatch | None = None
+    exit: Exit | None = None
+    #: lines of a file that interleaves ranks and carry no rank (not a rank of the job)
+    shared: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else (self.sources[0] if self.sources else "?")
+
+
+class Members(list[Member]):
+    """The members, with an index by rank."""
+
+    def __init__(self, items: list[Member]) -> None:
+        super().__init__(items)
+        self.by_rank = {m.rank: m for m in items if m.rank is not None}
+
+    @property
+    def ranks(self) -> list[Member]:
+        return [m for m in self if m.rank is not None]
+
+
+def members(model: JobModel) -> Members:
+    """The job's members (memoised on the model until it grows)."""
+    key = len(model.tracks) * 1_000_003 + len(model.processes) * 1009 + len(model.failure_blocks)
+    hit = model.memo.get("members")
+    if hit is not None and hit[0] == key:
+        return hit[1]  # type: ignore[return-value]
+    out = _build(model)
+    model.memo["members"] = (key, out)
+    return out
+
+
+# --------------------------------------------------------------------------- who a file belongs to
+
+_NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker)[_.-]?(\d+)(?!\d)", re.I)
+_LOGDIR = re.compile(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$")
+_STD = re.compile(r"(?:stdout|stderr|out|err)(?=\.\w+$|$)")
+
+
+def _file_ranks(model: JobModel) -> tuple[dict[str, int], set[str]]:
+    """File -> its rank, and the files that interleave ranks."""
+    seen: dict[str, set[int]] = {}
+    for (r, src) in model.tracks:
+        s = seen.setdefault(src, set())
+        if r is not None:
+            s.add(r)
+    for p in model.processes.values():
+        if p.launcher_rank is not None:
+            seen.setdefault(p.source, set()).add(p.launcher_rank)
+    multi = {s for s, rs in seen.items() if len(rs) > 1}
+    out = {s: next(iter(rs)) for s, rs in seen.items() if len(rs) == 1}
+    world = _world_ranks(model)
+    for src in seen:
+        if src in out or src in multi:
+            continue
+        r = world.get(src)
+        if r is None:
+            r = _rank_from_name(src, model)
+        if r is not None:
+            out[src] = r
+    _siblings(seen, out, multi)
+    return out, multi
+
+
+def _world_ranks(model: JobModel) -> dict[str, int]:
+    """File -> global rank of its one NCCL process (rank in the largest communicator)."""
+    biggest = max(model.comms.values(), key=lambda c: c.nranks or 0, default=None)
+    if biggest is None:
+        return {}
+    per: dict[str, set[int]] = {}
+    for r, st in biggest.ranks.items():
+        ev = st.start or st.complete
+        if ev is not None:
+            per.setdefault(ev.source, set()).add(r)
+    return {s: next(iter(rs)) for s, rs in per.items() if len(rs) == 1}
+
+
+def _rank_from_name(src: str, model: JobModel) -> int | None:
+    m = _LOGDIR.search(src)
+    if m is not None:  # torchrun --log-dir: the local rank; the global one on a one-node job
+        return int(m.group(1)) if len(model.hosts) <= 1 else None
+    m = _NAME_RANK.search(PurePosixPath(src).name)
+    return int(m.group(1)) if m is not None else None
+
+
+def _siblings(seen: dict[str, set[int]], out: dict[str, int], multi: set[str]) -> None:
+    """``stdout`` and ``stderr`` files of one folder (and ``x.out`` / ``x.err``) are one process."""
+    groups: dict[str, list[str]] = {}
+    for src in seen:
+        p = PurePosixPath(src)
+        groups.setdefault(str(p.parent / _STD.sub("{}", p.name)), []).append(src)
+    for files in groups.values():
+        if len(files) < 2:
+            continue
+        ranks = {out[f] for f in files if f in out}
+        if len(ranks) == 1 and not any(f in multi for f in files):
+            r = next(iter(ranks))
+            for f in files:
+                out.setdefault(f, r)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _build(model: JobModel) -> Members:
+    file_rank, multi = _file_ranks(model)
+    by_key: dict[Any, Member] = {}
+    for (r, src), t in model.tracks.items():
+        rank = r if r is not None else file_rank.get(src)
+        key: Any = rank if rank is not None else ("file", src)
+        m = by_key.get(key)
+        if m is None:
+            m = by_key[key] = Member(rank, shared=rank is None and src in multi)
+        _absorb(m, t)
+    hosts = rank_hosts(model, file_rank)
+    for m in by_key.values():
+        if m.rank is not None:
+            m.host = hosts.get(m.rank)
+    for rank, ex in _exits(model).items():
+        m = by_key.get(rank)
+        if m is None:  # a worker that printed nothing at all: the agent still knows it
+            m = by_key[rank] = Member(rank, host=hosts.get(rank))
+        m.exit = ex
+    items = sorted(by_key.values(), key=lambda m: (m.rank is None, m.rank if m.rank is not None else 0,
+                                                   m.sources[:1]))
+    return Members(items)
+
+
+def _later(a: E.Event | None, at: Stamp | None, b: E.Event, bt: Stamp | None) -> bool:
+    """Whether line ``b`` came after line ``a`` (by the times they print, else input order)."""
+    if a is None:
+        return True
+    if at is not None and bt is not None:
+        return bt.t >= at.t
+    return True
+
+
+def _absorb(m: Member, t: Track) -> None:
+    m.tracks.append(t)
+    if t.source not in m.sources:
+        m.sources.append(t.source)
+    if t.last is not None:
+        lt = stamp(t.last.ts) if t.last.ts else None
+        if _later(m.last, m.last_t, t.last, lt):
+            m.last, m.last_t = t.last, lt
+    if t.progress is not None and t.progress.step is not None and (
+            m.progress is None or (m.progress.step or -1) < t.progress.step):
+        m.progress = t.progress
+    if t.first_problem is not None:
+        if m.first_problem is None or (t.first_t is not None and (m.first_t is None or t.first_t.t < m.first_t.t)):
+            m.first_problem, m.first_t = t.first_problem, t.first_t or m.first_t
+    m.problems += t.problems
+    if t.last_problem is not None:
+        m.last_problem = t.last_problem
+    if t.traceback is not None and (m.traceback is None or m.traceback.call is None):
+        m.traceback = t.traceback
+    m.watchdog = m.watchdog or t.watchdog
+    m.mismatch = m.mismatch or t.mismatch
+    for pg, c in (t.counters or {}).items():
+        cur = m.counters.get(pg)
+        if cur is None or (c[0] or -1) > (cur[0] or -1):
+            m.counters[pg] = c
+
+
+# --------------------------------------------------------------------------- hosts and exits
+
+
+def rank_hosts(model: JobModel, file_rank: dict[str, int] | None = None) -> dict[int, str]:
+    """Global rank -> host, from NCCL comm ranks, launcher prefixes, the hosts of each rank's
+    files and torchrun failure blocks."""
+    out: dict[int, str] = {}
+    biggest = max(model.comms.values(), key=lambda c: c.nranks or 0, default=None)
+    if biggest is not None:
+        for r, st in biggest.ranks.items():
+            if st.host:
+                out.setdefault(r, st.host)
+    for p in model.processes.values():
+        if p.launcher_rank is not None and p.host:
+            out.setdefault(p.launcher_rank, p.host)
+    if file_rank:
+        src_host = model.source_hosts()
+        for src, r in file_rank.items():
+            h = src_host.get(src)
+            if h:
+                out.setdefault(r, h)
+    for b in model.failure_blocks:
+        f = b["fields"]
+        if "rank" in f and "host" in f:
+            try:
+                out.setdefault(int(f["rank"][0].split()[0]), f["host"][0])
+            except ValueError:
+                pass
+    return out
+
+
+_EXIT = re.compile(r"(-?\d+)")
+_SIG = re.compile(r"\((SIG[A-Z]+)\)")
+_LOCAL = re.compile(r"local_rank:\s*(\d+)")
+
+
+def _exits(model: JobModel) -> dict[int, Exit]:
+    """Global rank -> how the elastic agent says that worker ended."""
+    out: dict[int, Exit] = {}
+    by_pid: dict[int, int] = {}
+    local_of: dict[int, int] = {}
+    for b in model.failure_blocks:
+        f, evs = b["fields"], b.get("events", {})
+        if "rank" not in f or "exitcode" not in f:
+            continue
+        try:
+            rank = int(f["rank"][0].split()[0])
+        except ValueError:
+            continue
+        code_txt = f["exitcode"][0]
+        m = _EXIT.match(code_txt.strip())
+        sig = _SIG.search(code_txt)
+        pid = re.search(r"pid:\s*(\d+)", code_txt)
+        lm = _LOCAL.search(f["rank"][0])
+        if pid is not None:
+            by_pid[int(pid.group(1))] = rank
+        if lm is not None:
+            local_of[int(lm.group(1))] = rank
+        ex = Exit(int(m.group(1)) if m else None, sig.group(1) if sig else None, b["block"] == "root_cause",
+                  [evs[k] for k in ("rank", "exitcode", "traceback") if k in evs])
+        if rank not in out or ex.root_cause:
+            out[rank] = ex
+    one_node = len({b["fields"].get("host", ("",))[0] for b in model.failure_blocks}) <= 1
+    for ev in model.events.get("agent_failure", ()):
+        assert isinstance(ev, E.AgentFailure)
+        who = by_pid.get(ev.child_pid) if ev.child_pid is not None else None
+        if who is None and ev.local_rank is not None:
+            who = local_of.get(ev.local_rank, ev.local_rank if one_node else None)
+        if who is None:
+            continue
+        known = out.get(who)
+        if known is None:
+            out[who] = Exit(ev.exitcode, _signal_name(ev.exitcode), False, [ev])
+        else:
+            known.evidence.insert(0, ev)
+    return out
+
+
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+
+
+def _signal_name(code: int | None) -> str | None:
+    return _SIGNALS.get(-code) if code is not None and code < 0 else None

@@ -1,0 +1,82 @@
+"""What each rank did, in a few fields: the raw material of whole-job reasoning.
+
+One :class:`Track` per (launcher rank, file): the lines of rank 5 in ``rank5.log`` are one
+track, the unprefixed lines of ``stdout.log`` another (their rank is worked out later,
+from the file's other lines, its NCCL processes or its name: :mod:`.members`).  A track
+holds references to events the parser made anyway (its first and last problem lines, its
+last traceback, its first watchdog timeout, its collective counters per process group) and
+the two events the parser makes at the end of each file (its last line and its last
+progress line), so its cost per rank is a small constant whatever the length of the log,
+and per-file models merge by a dict update (each file has its own tracks).
+"""
+from __future__ import annotations
+
+from .. import events as E
+from ..util.clock import Stamp, stamp
+
+#: event kinds a track looks at besides problem lines
+TRACKED = frozenset({"last_line", "progress", "work_status", "watchdog_timeout", "traceback", "collective_mismatch"})
+
+
+class Track:
+    """One rank's (or one file's unprefixed) lines, summarised."""
+
+    __slots__ = ("rank", "source", "last", "progress", "first_problem", "first_t", "last_problem", "problems",
+                 "traceback", "watchdog", "counters", "mismatch")
+
+    def __init__(self, rank: int | None, source: str) -> None:
+        self.rank = rank
+        self.source = source
+        #: the last line of its output (a ``last_line`` event)
+        self.last: E.Event | None = None
+        #: its last training-progress line
+        self.progress: E.Progress | None = None
+        #: its first problem line, and when it was printed where the line says
+        self.first_problem: E.Event | None = None
+        self.first_t: Stamp | None = None
+        self.last_problem: E.Event | None = None
+        self.problems = 0
+        #: its last Python traceback (exception, the code line where it stopped)
+        self.traceback: E.Traceback | None = None
+        #: its first watchdog timeout (op, size, SeqNum of the collective it waited in)
+        self.watchdog: E.WatchdogTimeout | None = None
+        #: process group -> (last enqueued, last completed, the line): ProcessGroupNCCL's counters
+        self.counters: dict[str, tuple[int | None, int | None, E.Event]] | None = None
+        #: its first "Detected mismatch between collectives" (TORCH_DISTRIBUTED_DEBUG=DETAIL)
+        self.mismatch: E.CollectiveMismatch | None = None
+
+    def see(self, ev: E.Event, kind: str, problem: bool) -> None:
+        """Fold one event of this rank in (events arrive in line order)."""
+        if problem:
+            self.problems += 1
+            self.last_problem = ev
+            if self.first_problem is None:
+                self.first_problem = ev
+            if self.first_t is None and ev.ts:  # when its trouble started, where a line says
+                self.first_t = stamp(ev.ts)
+        if kind == "last_line":
+            self.last = ev
+        elif kind == "progress":
+            self.progress = ev  # type: ignore[assignment]
+        elif kind == "traceback":
+            self.traceback = ev  # type: ignore[assignment]
+        elif kind == "watchdog_timeout":
+            if self.watchdog is None:
+                self.watchdog = ev  # type: ignore[assignment]
+        elif kind == "work_status":
+            self._counter(ev)  # type: ignore[arg-type]
+        elif kind == "collective_mismatch" and self.mismatch is None:
+            self.mismatch = ev  # type: ignore[assignment]
+
+    def _counter(self, ev: E.WorkStatus) -> None:
+        if ev.last_enqueued is None and ev.last_completed is None:
+            return
+        pg = ev.pg or "0"
+        counters = self.counters if self.counters is not None else {}
+        self.counters = counters
+        cur = counters.get(pg)
+        if cur is None or (ev.last_enqueued or -1) >= (cur[0] or -1):
+            counters[pg] = (ev.last_enqueued, ev.last_completed, ev)
+
+    def __repr__(self) -> str:
+        return f"Track(rank={self.rank}, source={self.source!r}, problems={self.problems})"

@@ -1,0 +1,139 @@
+"""The model under whole-job reasoning: timestamps, where each file's output stops, who each
+track belongs to, what each line says about its rank (tracks, members, knowledge verdicts)."""
+from __future__ import annotations
+
+import pytest
+
+from ncclsleuth import api
+from ncclsleuth import events as E
+from ncclsleuth.model.facts.said import said, strip_prefixes
+from ncclsleuth.model.members import members
+from ncclsleuth.parse.tail import last_progress, per_rank, progress
+from ncclsleuth.util.clock import Stamp, earlier, stamp
+
+
+def _model(files: dict[str, str]):  # type: ignore[no-untyped-def]
+    return api.build(api.memory_sources(files, dedent=True)).model
+
+
+@pytest.mark.parametrize("ts,t,exact", [
+    ("2024-02-09 09:09:15,164", (39 * 86400 + 9 * 3600 + 9 * 60 + 15.164), True),      # torchelastic / logging
+    ("2019-06-02T16:13:44.884Z", ((151 + 1) * 86400 + 16 * 3600 + 13 * 60 + 44.884), True),  # ISO (June 2: day 152)
+    ("[2026-04-22 21:34:20]", ((90 + 21) * 86400 + 21 * 3600 + 34 * 60 + 20), True),  # NCCL 2.26 WARN
+    ("2026-12-01_10:40:25", ((334 + 0) * 86400 + 10 * 3600 + 40 * 60 + 25), True),    # torchrun failure block
+    ("1201 10:40:04.953000", ((334 + 0) * 86400 + 10 * 3600 + 40 * 60 + 4.953), True),  # python glog (torchrun)
+    ("1206 18:44:12.715298746", ((334 + 5) * 86400 + 18 * 3600 + 44 * 60 + 12), False),  # c10 glog: ns = MONOTONIC
+])
+def test_timestamps_in_every_format_compare_within_a_year(ts, t, exact):
+    s = stamp(ts)
+    assert s is not None and s.exact is exact and abs(s.t - t) < 1e-6
+
+
+def test_a_nine_digit_glog_stamp_is_known_to_the_second_only():
+    a, b = stamp("1206 18:44:12.715298746"), stamp("1206 18:44:12.100000")  # same second, b exact
+    assert a is not None and b is not None
+    assert not earlier(a, b) and not earlier(b, a)  # a is anywhere in [12, 13): order unknown
+    assert earlier(Stamp(10.0, False), Stamp(11.0, True)) and not earlier(Stamp(10.0, True), Stamp(10.0, True))
+    assert stamp("not a time") is None
+
+
+@pytest.mark.parametrize("line,step,total,elapsed,unit", [
+    ("step 14 loss 0.9081 time 26.5ms", 14, None, None, "step"),
+    ("[default1]:step 15 loss 0.4478 time 23.8ms", 15, None, None, "step"),
+    ("iter 83123: loss 1.2345, time: 4400.00ms", 83123, None, None, "iter"),
+    (" iteration      100/  500000 | consumed samples: 3200 | elapsed time per iteration (ms): 812.3", 100, 500000,
+     None, "iter"),
+    ("Epoch 1 Step [200/500] loss 0.3", 200, 500, None, "step"),
+    ("global_step=120 loss=0.9", 120, None, None, "step"),
+    ("Running tokenizer on dataset: 47%|████▊ | 1695000/3634744 [30:09<33:25, 967.30 examples/s]", 1695000, 3634744,
+     1809, "bar"),
+    ("Training: 83%|████████▎ | 83123/100000 [1:13:51<14:02, 5.80it/s]", 83123, 100000, 4431, "bar"),
+])
+def test_progress_lines(line, step, total, elapsed, unit):
+    p = progress(line)
+    assert p is not None and (p.step, p.total, p.elapsed_s, p.unit) == (step, total, elapsed, unit)
+
+
+@pytest.mark.parametrize("line", ["optimizer.step()", "steps: 16", "lr_scheduler_step 3", "NCCL INFO 10.0.0.1<0>"])
+def test_not_progress(line):
+    assert progress(line) is None
+
+
+def test_last_progress_of_a_file_is_found_backwards():
+    blocks = [(1, "iter 1: loss 2.0, time: 10ms\niter 2: loss 1.9, time: 10ms"),
+              (3, "saving checkpoint\nnode1:1:1 [0] NCCL INFO x 10.0.0.1<0>\nTraceback (most recent call last):")]
+    f = last_progress(blocks)
+    assert f is not None and (f.line, f.progress.step) == (2, 2)  # type: ignore[union-attr]
+
+
+def test_each_rank_of_an_interleaved_tail():
+    text = "\n".join(["[rank0]: step 9 loss 1", "[rank1]: step 8 loss 1", "[rank0]: step 10 loss 1",
+                      "[rank1]: RuntimeError: boom", "3: iter 7: loss 2"])
+    last, prog = per_rank([(1, text)])
+    assert {r: f.line for r, f in last.items()} == {0: 3, 1: 4, 3: 5}
+    assert {r: f.progress.step for r, f in prog.items()} == {0: 10, 1: 8, 3: 7}  # type: ignore[union-attr]
+
+
+def test_a_files_rank_from_its_prefix_its_nccl_process_its_name_and_its_sibling():
+    m = _model({
+        "a.log": "[rank4]: RuntimeError: x\nstep 3 loss 1\n",                   # launcher prefix
+        "b.log": "h2:9:9 [1] NCCL INFO comm 0x1 rank 6 nranks 8 cudaDev 1 busId 3b000 commId 0xab - Init START\n"
+                 "step 5 loss 1\n",                                             # its NCCL process
+        "rank7.log": "step 2 loss 1\n",                                         # its name
+        "job/attempt_0/2/stdout.log": "step 9 loss 1\n",                        # torchrun --log-dir, one node
+        "x/stdout.log": "step 1 loss 1\n", "x/stderr.log": "[rank5]: RuntimeError: y\n",  # siblings
+    })
+    got = {mb.rank: sorted(mb.sources) for mb in members(m).ranks}
+    assert got == {2: ["job/attempt_0/2/stdout.log"], 4: ["a.log"], 5: ["x/stderr.log", "x/stdout.log"],
+                   6: ["b.log"], 7: ["rank7.log"]}
+    assert members(m).by_rank[6].host == "h2" and members(m).by_rank[5].progress.step == 1  # type: ignore[union-attr]
+
+
+def test_how_a_worker_ended_comes_from_the_agent():
+    m = _model({"console.log": """\
+        [rank 2] step 9 loss 1
+        E1201 10:42:08.352000 25011 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 2 (pid: 25016) of binary: /venv/bin/python3
+        Root Cause (first observed failure):
+        [0]:
+          time      : 2026-12-01_10:42:08
+          host      : node7
+          rank      : 2 (local_rank: 2)
+          exitcode  : -9 (pid: 25016)  (SIGKILL)
+          error_file: <N/A>
+          traceback : Signal 9 (SIGKILL) received by PID 25016
+        """})
+    mb = members(m).by_rank[2]
+    assert mb.exit is not None and (mb.exit.exitcode, mb.exit.signal, mb.exit.root_cause) == (-9, "SIGKILL", True)
+    assert mb.host == "node7" and mb.exit.evidence[0].kind == "agent_failure"
+
+
+@pytest.mark.parametrize("text,what", [
+    ("[rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+     "[10.0.0.2]:5 . This is typically caused by a remote worker crashing.", "lost"),
+    ("[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+     "10000ms for recv operation to complete", "waited"),
+    ("[rank3]:[E1206 18:44:10.715298746 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 3] Process "
+     "group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered", "own"),
+    ("[rank0]:[E1129 11:41:55.712034518 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+     "timeout: WorkNCCL(SeqNum=1245, OpType=ALLREDUCE, NumelIn=26214400, NumelOut=26214400, Timeout(ms)=600000) ran "
+     "for 600047 milliseconds before timing out.", "waited"),
+])
+def test_what_a_line_says_about_its_rank(text, what):
+    ev = E.WarnText(source="x", line=1, text=text, message=text)
+    assert said(ev).what == what
+
+
+def test_an_exception_the_knowledge_base_does_not_know_is_the_ranks_own():
+    tb = E.Traceback(source="x", line=3, text="[rank1]: RuntimeError: corrupt sample 8812", exc_type="RuntimeError",
+                     message="corrupt sample 8812 in shard-00001.tar (step 10): cannot decode image")
+    s = said(tb)
+    assert (s.what, s.category) == ("own", "app_crash")
+    agent = E.Traceback(source="x", line=9, text="", exc_type="torch.distributed.elastic.multiprocessing.errors."
+                        "ChildFailedError", message="")
+    assert said(agent).what == "context"  # the launcher's summary, not a rank's failure
+
+
+def test_strip_prefixes():
+    assert strip_prefixes("[rank0]:[E1201 10:42:52.644326315 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 3 failed") == \
+        "Rank 3 failed"
+    assert strip_prefixes("17: [rank17]: RuntimeError: x") == "RuntimeError: x"

@@ -261,3 +261,29 @@ def test_template_store_stays_bounded_and_keeps_a_used_entry(monkeypatch):
     again.save()
     data = json.loads(next(Path(cache_dir()).glob("templates-*.json")).read_text())
     assert list(data["shapes"]) == ["old 4", "old 0", "new 0", "new 1", "new 2"]
+
+
+def test_derived_tables_of_two_checkouts_coexist_and_an_edit_replaces_its_own(tmp_path, monkeypatch):
+    """Two installs (a benchmark alternating two builds) keep a table each; an edited source
+    replaces its own table only."""
+    from ncclsleuth.util.cache import derived
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("a")
+    b.write_text("b")
+    builds: list[str] = []
+
+    def table(src: Path) -> dict[str, str]:
+        builds.append(src.name)
+        return {"text": src.read_text()}
+
+    for _ in range(2):  # alternating: each built once
+        assert derived("kb", [str(a)], lambda: table(a)) == {"text": "a"}
+        assert derived("kb", [str(b)], lambda: table(b)) == {"text": "b"}
+    assert builds == ["a.yaml", "b.yaml"]
+    a.write_text("a2")
+    assert derived("kb", [str(a)], lambda: table(a)) == {"text": "a2"}
+    assert derived("kb", [str(b)], lambda: table(b)) == {"text": "b"}
+    assert builds == ["a.yaml", "b.yaml", "a.yaml"]
+    assert len(list((tmp_path / "cache" / "ncclsleuth").glob("kb-*.marshal"))) == 2

@@ -128,3 +128,33 @@ def test_identification_keeps_numbers_that_name_the_message():
 
 def test_a_line_nobody_knows_is_not_identified():
     assert knowledge.identifier().identify("step 12 loss 0.53 time 41.2ms") is None
+
+
+def _scan(index, text):
+    """Every format of ``index`` on ``text`` itself: what ``FormatIndex.find`` answered
+    before it remembered the formats without digits per line shape."""
+    flat = " ".join(text.split())
+    best = None
+    for source, key, lits, total, word in index._entries:
+        if word in flat:
+            found = index._found(flat, lits)
+            if found >= index.SHARE * total and (best is None or found > best[0]):
+                best = (found, source, key)
+    return (best[1], best[2]) if best else None
+
+
+def test_format_index_remembers_shapes_without_losing_digits():
+    """Lines made of each format's literal text with numbers around it (the same shape with
+    other numbers hits the memo), digits inside the text changed too: the memo answers what
+    scanning every format answers, and Xid 43 stays apart from Xid 79."""
+    index = knowledge.identifier()._others
+    entries = index._entries[::7] + [e for e in index._entries if any(c.isdigit() for lit in e[2] for c in lit)]
+    lines = []
+    for _, _, lits, _, _ in entries:
+        text = " 17 ".join(lits)
+        lines += [f"[rank3] {text} 5", f"[rank12] {text} 40", f"[rank3] {text.replace('4', '7')} 5"]
+    lines += ["[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+              "[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 43, pid=1234, Ch 00000008"]
+    for line in lines:
+        assert index.find(line) == _scan(index, line), line
+    assert index._memo  # the memo was used

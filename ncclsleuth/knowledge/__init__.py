@@ -106,6 +106,8 @@ class KnowledgeBase:
         self._by_id: dict[str, list[dict[str, Any]]] = _by_id(docs or []) if packed is None else {}
         self._packed = packed or {}
         self._compiled: dict[str, re.Pattern[str]] = {}
+        self._meanings: dict[tuple[str, str | None, str | None, tuple[bool, ...]], Meaning] = {}
+        self._by_message: dict[str, tuple[str, ...]] = {}
 
     def _entries(self, key: str) -> list[dict[str, Any]] | None:
         got = self._by_id.get(key)
@@ -141,6 +143,32 @@ class KnowledgeBase:
         if not cands:
             return None
         f = norm_file(file) if file else None
+        # the meaning depends on the message text only through the variants' message patterns:
+        # one lookup per (id, file, phase, which patterns hold), not per problem line (a
+        # 1,600-rank job has ~10,000, each unique by its rank)
+        memo = (key, f, phase, tuple(self._rx(v).search(message) is not None for v in self._patterns(key, cands)))
+        hit = self._meanings.get(memo)
+        if hit is None:
+            hit = self._meanings[memo] = self._lookup(key, cands, f, message, phase)
+        return hit
+
+    def _patterns(self, key: str, cands: list[dict[str, Any]]) -> tuple[str, ...]:
+        """The ``message`` patterns of the context variants of ``key``'s entries."""
+        got = self._by_message.get(key)
+        if got is None:
+            got = self._by_message[key] = tuple(dict.fromkeys(
+                str(v["when"]["message"]) for e in cands for v in e.get("context") or ()
+                if "message" in (v.get("when") or {})))
+        return got
+
+    def _rx(self, pattern: str) -> re.Pattern[str]:
+        rx = self._compiled.get(pattern)
+        if rx is None:
+            rx = self._compiled[pattern] = re.compile(pattern)
+        return rx
+
+    def _lookup(self, key: str, cands: list[dict[str, Any]], f: str | None, message: str,
+                phase: str | None) -> Meaning:
         entry = cands[0]
         if f is not None and len(cands) > 1:
             entry = next((e for e in cands if f in e["_files"]), next((e for e in cands if not e["_files"]), entry))
@@ -159,10 +187,7 @@ class KnowledgeBase:
     def _holds(self, when: dict[str, Any], file: str | None, message: str, phase: str | None) -> bool:
         for k, v in when.items():
             if k == "message":
-                rx = self._compiled.get(v)
-                if rx is None:
-                    rx = self._compiled[v] = re.compile(v)
-                if rx.search(message) is None:
+                if self._rx(v).search(message) is None:
                     return False
             elif k == "phase":
                 if phase != v:

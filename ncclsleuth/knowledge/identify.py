@@ -26,6 +26,10 @@ TORCH_FORMATS = Path(__file__).resolve().parent.parent / "parse" / "data" / "tor
 #: a format whose longest literal run is shorter than this says nothing on its own
 MIN_LITERAL = 10
 SHAPES = 20_000
+_HAS_DIGIT = re.compile(r"\d")
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+#: a format in a :class:`FormatIndex`: (source, id, literal parts, literal characters, longest word)
+_Entry = tuple[str, str, tuple[str, ...], int, str]
 
 
 @dataclass(frozen=True)
@@ -61,27 +65,51 @@ class FormatIndex:
 
     def __init__(self, items: list[tuple[str, str, tuple[str, ...]]]) -> None:
         """``items``: (source, id, the format's :func:`literal_parts`)."""
-        #: (source, id, literal parts, literal characters, longest word)
-        self._entries: list[tuple[str, str, tuple[str, ...], int, str]] = []
+        entries: list[_Entry] = []
         for source, key, lits in items:
             if lits:
                 word = max((w for lit in lits for w in lit.split(" ")), key=len)
-                self._entries.append((source, key, lits, sum(map(len, lits)), word))
-        self._entries.sort(key=lambda e: -e[3])
+                entries.append((source, key, lits, sum(map(len, lits)), word))
+        entries.sort(key=lambda e: -e[3])
+        self._entries = entries
+        # formats without a digit in their literal text find the same in a line whatever its
+        # digits are: their best is remembered per line with every digit made 0 (ranks,
+        # timestamps and sequence numbers make each problem line of a big job unique); the
+        # ~10% with digits ("Xid 43", "RoCE v2") are looked for in each line itself
+        self._plain = [(i, e) for i, e in enumerate(entries) if not any(map(_HAS_DIGIT.search, e[2]))]
+        self._digits = [(i, e) for i, e in enumerate(entries) if any(map(_HAS_DIGIT.search, e[2]))]
+        self._memo: dict[str, tuple[tuple[int, int, str, str] | None, list[tuple[int, _Entry]]]] = {}
 
     def find(self, text: str) -> tuple[str, str] | None:
-        """(source, id) of the format with the most literal text found in ``text``."""
+        """(source, id) of the format with the most literal text found in ``text`` (the first
+        in order of literal text, of those that find the same)."""
         flat = " ".join(text.split())
-        best: tuple[int, str, str] | None = None
-        for source, key, lits, total, word in self._entries:
-            if best is not None and total <= best[0]:
+        masked = flat.translate(_ZERO_DIGITS)
+        hit = self._memo.get(masked)
+        if hit is None:
+            # and of the formats with digits, those whose longest word (the first test) can be
+            # in the line: a word without digits is in the line as it is in the masked line
+            hit = (self._best(masked, self._plain),
+                   [e for e in self._digits if e[1][4] in masked or _HAS_DIGIT.search(e[1][4])])
+            if len(self._memo) < SHAPES:
+                self._memo[masked] = hit
+        best = self._best(flat, hit[1], hit[0])
+        return (best[2], best[3]) if best else None
+
+    def _best(self, flat: str, entries: list[tuple[int, _Entry]],
+              best: tuple[int, int, str, str] | None = None) -> tuple[int, int, str, str] | None:
+        """(literal characters found, order, source, id) of the best of ``best`` and ``entries``
+        in ``flat``: the most found, the first in order of those that find as much."""
+        for order, (source, key, lits, total, word) in entries:
+            if best is not None and (total < best[0] or (total == best[0] and order > best[1])):
                 break  # sorted by literal text: nothing later can find more
             if word not in flat:
                 continue
             found = self._found(flat, lits)
-            if found >= self.SHARE * total and (best is None or found > best[0]):
-                best = (found, source, key)
-        return (best[1], best[2]) if best else None
+            if found >= self.SHARE * total and (best is None or found > best[0]
+                                                or (found == best[0] and order < best[1])):
+                best = (found, order, source, key)
+        return best
 
     def _found(self, flat: str, lits: tuple[str, ...]) -> int:
         pos, found, anchored = 0, 0, False

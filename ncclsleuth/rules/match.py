@@ -34,6 +34,7 @@ class Context:
     def __init__(self, model: JobModel) -> None:
         self.model = model
         self._facts: dict[str, Sequence[Mapping[str, Any]]] = {}
+        self._columns: dict[tuple[Any, ...], Column] = {}
 
     def fact(self, name: str) -> Sequence[Mapping[str, Any]]:
         if name not in self._facts:
@@ -45,6 +46,46 @@ class Context:
 
     def events(self, kind: str) -> list[Event]:
         return self.model.events.get(kind, [])
+
+    def column(self, source: tuple[Any, ...], pool: Sequence[Any], get: Any) -> Column:
+        """The values ``get`` reads from each item of ``pool`` (the items of ``source``: kinds
+        or fact names, and the ``where`` path), grouped by value: read once per evaluation,
+        not once per rule (the 29 knowledge-base rules each filter every problem line)."""
+        col = self._columns.get(source)
+        if col is None or len(col.values) != len(pool):
+            col = self._columns[source] = Column([get(it) for it in pool])
+        return col
+
+
+class Column:
+    """One ``where`` path's value per pool item, and the items of each distinct value."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+        self.groups: dict[Any, list[int]] = {}  # memo key -> item indices, in pool order
+        self.loose: list[int] = []  # items whose value has no memo key (lists, floats, dicts)
+        for i, v in enumerate(values):
+            k = _memo_key(v)
+            if k is _NO_KEY:
+                self.loose.append(i)
+            else:
+                self.groups.setdefault(k, []).append(i)
+
+
+#: the memo key of a value a predicate cannot be cached for
+_NO_KEY = object()
+
+
+def _memo_key(v: Any) -> Any:
+    """A key under which ``_pred(v, p)`` can be remembered: equal keys give equal results.
+    Only strings, ints and None (the type is part of the key: ``True == 1``, but a regex
+    reads ``str(v)``); floats (``0.0 == -0.0``) and containers are checked item by item."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is int or t is bool or v is None:
+        return (t, v)
+    return _NO_KEY
 
 
 def _event_item(ev: Event) -> dict[str, Any]:
@@ -92,13 +133,17 @@ def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
     if "event" in cond:
         kinds = cond["event"] if isinstance(cond["event"], list) else [cond["event"]]
         pool = [it for k in kinds for it in ctx.events(k)]
+        source: tuple[Any, ...] = ("event", *kinds)
     else:
         names = cond["fact"] if isinstance(cond["fact"], list) else [cond["fact"]]
         pool = [it for n in names for it in ctx.fact(n)]
+        source = ("fact", *names)
     where = cond.get("where")
-    if where:
-        tests = _tests(where, bool(pool) and isinstance(pool[0], Event))
-        items = [it for it in pool if all(_pred(get(it), p) for get, p in tests)]
+    if where and pool:
+        events = isinstance(pool[0], Event)
+        tests = _tests(where, events)
+        (get, pred), path = tests[0], next(iter(where))
+        items = _select(pool, ctx.column((*source, events, path), pool, get), pred, tests[1:])
     else:
         items = pool
     if items and isinstance(items[0], Event):
@@ -113,6 +158,35 @@ def _leaf(cond: dict[str, Any], ctx: Context) -> Match:
     if "as" in cond and items:
         m.named[cond["as"]] = items[0]
     return m
+
+
+def _select(pool: list[Any], first: Column, pred: Any, rest: list[tuple[Any, Any]]) -> list[Any]:
+    """The items of ``pool`` for which every predicate holds, in pool order.
+
+    Predicates are pure functions of the value: the first runs once per distinct value of
+    its column (and per item only for values without a memo key); the others check the
+    survivors, remembering each value's verdict, as ``all()`` per item would."""
+    idx = [i for ids in first.groups.values() if _pred(first.values[ids[0]], pred) for i in ids]
+    idx += [i for i in first.loose if _pred(first.values[i], pred)]
+    idx.sort()
+    items = [pool[i] for i in idx]
+    for get, pred in rest:
+        if not items:
+            break
+        seen: dict[Any, bool] = {}
+        keep = []
+        for it in items:
+            v = get(it)
+            k = _memo_key(v)
+            if k is _NO_KEY:
+                ok = _pred(v, pred)
+            else:
+                hit = seen.get(k)
+                ok = seen[k] = _pred(v, pred) if hit is None else hit
+            if ok:
+                keep.append(it)
+        items = keep
+    return items
 
 
 _TESTS: dict[tuple[int, bool], tuple[Any, list[tuple[Any, Any]]]] = {}

@@ -205,7 +205,10 @@ def derived(name: str, sources: list[str], build: Any, version: int = 1) -> Any:
         manifest.append((p, st.st_size, st.st_mtime_ns))
     key = repr((name, version, sys.hexversion, manifest)).encode()
     folder = cache_dir()
-    path = os.path.join(folder, f"{name}-{digest(key)}.marshal") if folder else None
+    # named by the sources' paths too: the tables of two installs or checkouts (a benchmark
+    # alternating two builds, the tests' own knowledge folders) do not replace each other
+    stem = f"{name}-{digest(repr(sources).encode())[:8]}-"
+    path = os.path.join(folder, f"{stem}{digest(key)}.marshal") if folder else None
     if path is not None:
         try:
             with open(path, "rb") as f:
@@ -220,8 +223,8 @@ def derived(name: str, sources: list[str], build: Any, version: int = 1) -> Any:
             data = marshal.dumps((key, value))
         except ValueError:  # a type marshal cannot write: not kept
             return value
-        for old in os.listdir(folder):  # the tables of files since changed
-            if old.startswith(name + "-") and old.endswith(".marshal") and os.path.join(folder, old) != path:
+        for old in os.listdir(folder):  # the tables of these files before they changed
+            if old.startswith(stem) and old.endswith(".marshal") and os.path.join(folder, old) != path:
                 try:
                     os.unlink(os.path.join(folder, old))
                 except OSError:

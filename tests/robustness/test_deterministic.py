@@ -95,3 +95,18 @@ def test_folder_copy_identical(trees, tmp_path):
     c = tmp_path / "c"
     shutil.copytree(a, c)
     assert _cli(a) == _cli(c)
+
+
+def test_two_nccl_versions_without_a_process_keep_their_order_whatever_the_hash_seed() -> None:
+    """fixtures/healthy holds files of NCCL 2.7, 2.20 and others whose version line names no
+    process: VER001's evidence came out in set order, different with every hash seed."""
+    root = Path(__file__).resolve().parents[2]
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = subprocess.run([sys.executable, "-m", "ncclsleuth", "analyze", "fixtures/healthy", "--format", "json",
+                               "--fail-on", "never"], cwd=root, env=env, capture_output=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert b'"VER001"' in proc.stdout
+        outs.add(proc.stdout)
+    assert len(outs) == 1

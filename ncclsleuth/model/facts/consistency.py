@@ -32,7 +32,7 @@ def nccl_version_mismatch(model: JobModel) -> list[NcclVersionMismatch]:
     if len(vers) + len(attached - set(vers)) < 2:
         return []
     counts = Counter({v: len(ps) for v, ps in vers.items()})
-    for v in attached - set(vers):
+    for v in sorted(attached - set(vers)):  # sorted: a set's order changes with the hash seed
         counts[v] += 1
     major = counts.most_common(1)[0][0]
     out: list[NcclVersionMismatch] = []

@@ -41,6 +41,9 @@ class Bar:
                 size = 0
             self.sizes[path] = max(1, size)
         self.total_files = len(files)
+        if self.delay <= 0:  # at once, not from a timer thread that a short run can finish before
+            self._start()
+            return
         self.timer = threading.Timer(self.delay, self._start)
         self.timer.daemon = True
         self.timer.start()

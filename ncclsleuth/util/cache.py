@@ -56,7 +56,12 @@ def read_json(path: str) -> Any:
 
 def write_atomic(path: str, data: str | bytes) -> None:
     """Write-then-rename (text as UTF-8), so that readers see the old file or the new one;
-    errors are ignored."""
+    errors are ignored.
+
+    Not ``util.atomic.write_file`` on purpose: a cache file is disposable (a lost or torn one
+    is rebuilt), so it gets no fsync of the file and its folder, which would cost milliseconds
+    on every start that refreshes a table. Reports and exports, which a user keeps, go
+    through ``util.atomic``."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:

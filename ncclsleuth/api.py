@@ -84,6 +84,10 @@ class Options:
     on_inputs: Callable[[Sequence[InputFile]], None] | None = None
     #: fsspec options for URL inputs (endpoint, anonymous access, ...)
     storage_options: dict[str, Any] | None = field(default=None, repr=False)
+    #: with ``jobs`` > 1, a plain file of at least twice this many bytes is parsed in pieces
+    #: of about this size by the processes (None: ``ncclsleuth.parallel.split.PIECE_BYTES``;
+    #: tests set it small, so that boundaries land inside multi-line records)
+    piece_bytes: int | None = None
 
 
 @dataclass
@@ -171,6 +175,27 @@ def _worth_parallel(files: list[InputFile], jobs: int) -> bool:
     return worth_parallel(files, jobs)
 
 
+def _pieces(files: list[InputFile], jobs: int, piece_bytes: int | None) -> list[Any] | None:
+    """The work items when a file is big enough to be parsed in pieces (else None); the
+    modules are imported only then (a paste or a few small logs never load them)."""
+    least = 2 * (piece_bytes or _PIECE_BYTES)
+    for f in files:
+        try:
+            if os.path.getsize(f.path) >= least:
+                break
+        except (OSError, ValueError):
+            pass
+    else:
+        return None
+    from .parallel.split import PIECE_BYTES, plan
+
+    return plan(files, jobs, piece_bytes or PIECE_BYTES)
+
+
+#: as ncclsleuth.parallel.split.PIECE_BYTES (tests/test_split.py checks), not imported for small inputs
+_PIECE_BYTES = 8 << 20
+
+
 def _unread(options: Options) -> frozenset[str]:
     """Event kinds the model need not keep one by one: those no shipped rule or fact reads,
     when only the shipped rules run (a rule of the user's may read any kind)."""
@@ -227,7 +252,14 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
         drop = _unread(options)
         if options.on_inputs is not None:
             options.on_inputs(found.files)
-        if jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
+        items = _pieces(found.files, jobs, options.piece_bytes) if jobs > 1 else None
+        if items is not None:
+            from .parallel.split import split_results
+
+            # closed below: stops the pool
+            results = source = split_results(items, jobs, cache, meanwhile, drop)
+            meanwhile = None
+        elif jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
             from .parallel.local import parallel_results
 
             # closed below: stops the pool

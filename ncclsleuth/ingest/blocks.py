@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
 
 from .decode import MAX_LINE_BYTES, Caps, LineReader, cap_note, decompress, guarded, looks_binary, repair_notes
 from .sources import InputFile, Notice
@@ -34,15 +36,17 @@ class BlockReader:
     normalised.  Line numbers count ``\\n``-terminated lines, as the line reader does.
     """
 
-    def __init__(self, inp: InputFile, block: int = BLOCK, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, inp: InputFile, block: int | None = None, max_line: int = MAX_LINE_BYTES) -> None:
         self.inp = inp
-        self.block = block
+        self.block = block or BLOCK  # read when made: tests make it small to cut small files into pieces
         self.max_line = max_line
         self.notices: list[Notice] = []
         self.lines = 0
         self.bytes_read = 0
         self._fallback: LineReader | None = None
         self._nul = 0
+        #: what was repaired (bad UTF-8 lines, NUL lines, cut lines): said at the end of the file
+        self.repairs = (0, 0, 0)
 
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
@@ -93,16 +97,31 @@ class BlockReader:
                 return
         yield from self._split(stream, caps)
 
-    def _split(self, stream, caps: Caps | None = None) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
+    def _split(self, stream, caps: Caps | None = None, lineno: int = 1, at: int = 0,  # type: ignore[no-untyped-def]
+               stop: int | None = None) -> Iterator[tuple[int, str]]:
+        """Blocks of ``stream`` from byte ``at`` (line ``lineno``) to ``stop`` (or its end).
+
+        A regular file is read in reads that end at multiples of ``block`` bytes, so its
+        blocks end at the last line end before each multiple: a reader started at one of
+        those block starts (:class:`RangeReader`) yields the very blocks this one does there.
+        """
         pending = b""
-        lineno = 1
         bad = cut = 0
         skipping = False
         # read1: a truncated .gz keeps what was decompressed before the damage (read() would
         # drop the whole last buffer); plain files have read1 too
         read = getattr(stream, "read1", stream.read)
+        aligned = caps is None and self.inp.path != "-" and hasattr(stream, "seek")
+        pos = at
         while True:
-            data = read(self.block)
+            if aligned:
+                size = self.block - pos % self.block
+                if stop is not None:
+                    size = min(size, stop - pos)
+                data = stream.read(size) if size > 0 else b""
+                pos += len(data)
+            else:
+                data = read(self.block)
             if not data:
                 break
             self.bytes_read += len(data)
@@ -151,7 +170,9 @@ class BlockReader:
             bad += counter[0]
             lineno += 1
         self.lines = lineno - 1
-        repair_notes(self, bad, self._nul, cut, self.max_line)
+        self.repairs = (bad, self._nul, cut)
+        if stop is None:
+            repair_notes(self, bad, self._nul, cut, self.max_line)
 
     def _has_long_line(self, text: str) -> bool:
         """Whether a line of this block is over ``max_line``.
@@ -180,3 +201,48 @@ class BlockReader:
             self._nul += sum(1 for x in s.split("\n") if "\x00" in x)
             s = s.replace("\x00", "")
         return s
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece of a file: bytes ``start`` to ``end``, its first line number."""
+
+    start: int
+    end: int
+    first: int
+
+
+class RangeReader(BlockReader):
+    """The blocks of bytes ``start`` to ``end`` of a plain file, numbered from line ``first``
+    (one piece of a big file parsed in parallel: :mod:`ncclsleuth.parallel.split`).
+
+    ``start`` must be where :class:`BlockReader` starts a block (:func:`block_start`), so
+    the pieces yield the blocks the whole file does.  The end-of-file notices are the
+    caller's: ``repairs`` has this piece's counts, the first cut line's notice is in
+    ``notices``.
+    """
+
+    def __init__(self, inp: InputFile, start: int, end: int, first: int, block: int | None = None,
+                 max_line: int = MAX_LINE_BYTES) -> None:
+        super().__init__(inp, block, max_line)
+        self.start, self.end, self.first = start, end, first
+
+    def _blocks(self, raw) -> Iterator[tuple[int, str]]:  # type: ignore[no-untyped-def]
+        raw.seek(self.start)
+        yield from self._split(raw, None, self.first, self.start, self.end)
+
+
+def block_start(f: BinaryIO, near: int, block: int) -> int | None:
+    """A byte offset at or after ``near`` where :class:`BlockReader` starts a block of the
+    plain file ``f``: just after the last line end before a multiple of ``block`` (None
+    past the end of the file)."""
+    j = max(1, -(-near // block))
+    while True:
+        f.seek((j - 1) * block)
+        window = f.read(block)
+        if len(window) < block:
+            return None  # the last read: no block starts after it
+        nl = window.rfind(b"\n")
+        if nl >= 0:
+            return (j - 1) * block + nl + 1
+        j += 1

@@ -3,15 +3,18 @@
 Files are independent until the model merges them, so each is read (block reader),
 parsed (fast path: ``keep_text=False``) and folded into a per-file model of its own;
 the engines (this process, forked workers, a process pool, Dask) all run this unit and
-merge its results in input order (:func:`~.merge.merge`).
+merge its results in input order (:func:`~.merge.merge`).  A big file may be parsed in
+pieces instead (:func:`parse_piece`, :mod:`ncclsleuth.parallel.split`): their records
+replayed in order build the model this unit builds.
 """
 from __future__ import annotations
 
 from ..ingest import dumps
-from ..ingest.blocks import BlockReader
+from ..ingest.blocks import BlockReader, RangeReader, Span
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
-from ..parse.lines import FileParser
+from ..parse.lines import Carry, FileParser
+from ..parse.pieces import CUT_NOTICE, Piece, Recorder
 from .job import JobModel
 
 
@@ -79,6 +82,38 @@ def _dump_one(inp: InputFile, loaded: dumps.Loaded) -> tuple[JobModel, list[Noti
         return model, loaded.notices, True
     model.flight = FlightRecords(pending=[normalise(loaded.data, src, loaded.form)])
     return model, loaded.notices, True
+
+
+def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, drop: frozenset[str],
+                resume: Carry | None = None) -> Piece:
+    """Piece ``k`` of ``inp`` parsed by one parser with a :class:`Recorder`, from a fresh
+    state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
+    first piece end where nothing is open."""
+    rec = Recorder(JobModel(drop).needs_event)
+    fp = FileParser(inp.display, shapes, keep_text=False, use_catalog=False, sink=rec, drop=drop)
+    fp.piece_tail()
+    if resume is not None:
+        fp.resume(resume)
+    notices: list[Notice] = []
+    bad = nul = cut = lines = 0
+    until = k
+    for i in range(k, len(spans) if resume is not None else k + 1):
+        until = i
+        reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first)
+        for first, block in reader:
+            fp.parse_block(first, block)
+        notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
+        b, n, c = reader.repairs
+        bad, nul, cut, lines = bad + b, nul + n, cut + c, reader.lines
+        if not fp.is_open():
+            break
+    if until == len(spans) - 1:
+        for ev in fp.finish():
+            rec.add(ev)
+    blocks, ranks = fp.end_blocks()
+    early, unnamed, named = fp.piece_flags()
+    return Piece(k, rec.ops, fp.carry(), fp.is_open(), early, unnamed, named, blocks, ranks, lines,
+                 (bad, nul, cut), notices, resume is not None, until)
 
 
 _CACHES: dict[bool, ShapeCache] = {}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import select
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 #: frame header on a worker's pipe: run index, payload length
@@ -171,7 +171,7 @@ class _Inbox:
 
 
 def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Callable[[], None] | None = None,
-                 worker_done: Callable[[], None] | None = None) -> Iterator[Any]:
+                 worker_done: Callable[[], None] | None = None) -> Generator[Any, None, None]:
     """``work(i)`` for i in 0..n-1, yielded in order, computed here and in ``workers``
     forked processes.  ``meanwhile()`` runs here once the workers have started;
     ``worker_done()`` runs in each worker after its last run (saving what it learned).

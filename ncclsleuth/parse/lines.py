@@ -149,6 +149,25 @@ class ParseStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class Carry:
+    """What a file's parse carries past a line where nothing is open (no traceback, held
+    message, tool block, ...): the state the parser of the next piece of the same file starts
+    from (:meth:`FileParser.resume`, :mod:`ncclsleuth.model.pieces`)."""
+
+    #: lines parsed before (only whether any were matters, for the lookback text)
+    lines: int = 0
+    #: the end of the text before, for a block reader reading lines back
+    tail: str = ""
+    tail_cut: bool = False
+    lookbacks: int = 0
+    failure_block: str | None = None
+    step_counts: dict[int | None, int] = field(default_factory=dict)
+    steps_done: bool = False
+    #: launcher ranks seen (two are enough: the file interleaves ranks)
+    ranks: frozenset[int] = frozenset()
+
+
 class FileParser:
     """Parses one stream of lines into events."""
 
@@ -200,6 +219,17 @@ class FileParser:
         self._tail = ""
         self._tail_cut = False
         self._lookbacks = 0
+        #: what a piece of a file parsed on its own did that depends on the lines before it
+        #: (:meth:`piece_flags`): read lines back before its start, met a failure-block field
+        #: with no block name, named a block
+        self._early_lookback = False
+        self._field_unnamed = False
+        self._block_named = False
+        #: where sampled step lines go (a piece's sink samples them again for the whole file)
+        self._on_steps = getattr(sink, "steps", None)
+        #: a piece's end-of-file blocks: kept under the largest cap, with the ranks seen when each came
+        self._piece_tail = False
+        self._end_ranks: list[tuple[int, ...]] = []
 
     # ------------------------------------------------------------------ public
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
@@ -283,7 +313,9 @@ class FileParser:
             n, pos = n + 1, end + 1
         self._btext = None
         self._keep_tail(text)
-        put(self._step_lines(first, text))
+        steps = self._step_lines(first, text)
+        if steps:
+            (self._on_steps or put)(steps)
         return out
 
     def _open(self) -> bool:
@@ -452,6 +484,8 @@ class FileParser:
                 lines = lines[1:]  # the first line may be cut
             lines = lines[-LOOKBACK:]
             pairs = [(lineno - len(lines) + i, ln) for i, ln in enumerate(lines)]
+            if len(before) <= LOOKBACK_CHARS and not cut:
+                self._early_lookback = True  # a piece's lookback may miss lines of the piece before
         else:
             pairs = list(self._seen)
         total = sum(len(t) + 1 for _, t in pairs)
@@ -549,14 +583,59 @@ class FileParser:
         self._tb.clear()
         return out
 
+    # ------------------------------------------------------------------ pieces of one file
+    def is_open(self) -> bool:
+        """Whether a meaning spans the last line parsed (the next piece cannot start fresh)."""
+        return self._open()
+
+    def carry(self) -> Carry:
+        """The per-file state after the last line parsed (see :class:`Carry`)."""
+        return Carry(self.stats.lines, self._tail, self._tail_cut, self._lookbacks, self._failure_block,
+                     dict(self._step_counts), self._steps_done, frozenset(self._ranks))
+
+    def resume(self, c: Carry) -> None:
+        """Start from ``c``: this parser then reads the next piece as the one parser of the
+        whole file would have (nothing was open there)."""
+        self.stats.lines = c.lines
+        self._tail, self._tail_cut, self._lookbacks = c.tail, c.tail_cut, c.lookbacks
+        self._failure_block = c.failure_block
+        self._step_counts, self._steps_done = dict(c.step_counts), c.steps_done
+        self._ranks = set(c.ranks)
+
+    def piece_tail(self) -> None:
+        """Keep the end blocks as a piece of a file does (the file's tail is found from all of
+        its pieces' ends: :meth:`end_blocks`)."""
+        self._piece_tail = True
+
+    def end_blocks(self) -> tuple[list[tuple[int, str]], list[tuple[int, ...]]]:
+        """A piece's kept end blocks, with the ranks this parser had seen when each came."""
+        return self._end_blocks, self._end_ranks
+
+    def keep_block(self, first: int, text: str, ranks: frozenset[int]) -> None:
+        """A block at the end of a piece, kept as the one parser of the whole file would
+        (``ranks``: those it would have seen then)."""
+        self._ranks = set(ranks)
+        self._keep_block(first, text)
+
+    def piece_flags(self) -> tuple[bool, bool, bool]:
+        """(lines read back before the piece's start, a failure-block field with no block
+        name, a block named): what makes a piece parsed on its own depend on the one before."""
+        return self._early_lookback, self._field_unnamed, self._block_named
+
     # ------------------------------------------------------------------ the end of the file
     def _keep_block(self, first: int, text: str) -> None:
         tail = self._end_blocks
         tail.append((first, text))
         self._end_chars += len(text)
-        cap = TAIL_CHARS_MULTI if len(self._ranks) >= 2 else TAIL_CHARS
+        if self._piece_tail:  # a piece: the whole file's cap may be the larger one
+            self._end_ranks.append(tuple(self._ranks))
+            cap = TAIL_CHARS_MULTI
+        else:
+            cap = TAIL_CHARS_MULTI if len(self._ranks) >= 2 else TAIL_CHARS
         while self._end_chars - len(tail[0][1]) >= cap and len(tail) > 1:
             self._end_chars -= len(tail.pop(0)[1])
+            if self._piece_tail:
+                self._end_ranks.pop(0)
 
     def _keep_line(self, lineno: int, text: str) -> None:
         """Line mode: consecutive lines gathered into blocks for the tail."""
@@ -567,10 +646,13 @@ class FileParser:
             cur = self._end_line = (lineno, [])
         cur[1].append(text)
 
-    def tail(self) -> list[E.Event]:
+    def tail(self, ranks: frozenset[int] | None = None) -> list[E.Event]:
         """Where the output stops (analyze, after :meth:`finish`): the last line and the last
         progress line, per rank where the file interleaves ranks (:mod:`.tail`).  Not a line's
-        meaning but the model's input: ``parse`` (``keep_text``) keeps no tail."""
+        meaning but the model's input: ``parse`` (``keep_text``) keeps no tail.  ``ranks``: the
+        launcher ranks the file's parse saw (its end blocks were kept with :meth:`keep_block`)."""
+        if ranks is not None:
+            self._ranks = set(ranks)
         if self._end_line is not None:
             self._keep_block(self._end_line[0], "\n".join(self._end_line[1]))
             self._end_line = None
@@ -737,7 +819,10 @@ class FileParser:
         if cls is E.FailureBlockHead:
             self._in_failure_block = True
             self._failure_block = fields.get("block")
-        elif cls is E.FailureField and self._failure_block:
+            self._block_named = True
+        elif cls is E.FailureField and not self._failure_block:
+            self._field_unnamed = True
+        elif cls is E.FailureField:
             fields["block"] = self._failure_block
         return self._make(cls, rec, lineno, text, fields)
 

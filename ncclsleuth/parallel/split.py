@@ -1,0 +1,210 @@
+"""``--jobs N`` on a big file: its byte ranges parsed by this process and the forked workers.
+
+The common input of a big job is one file holding every rank (a Slurm ``slurm-N.out``, one
+``kubectl logs`` dump).  A plain file (not compressed, not a Flight Recorder dump or an
+``ncclras`` report, not an odd encoding) of at least ``piece_bytes`` bytes is cut into
+pieces at block starts (:func:`~ncclsleuth.ingest.blocks.block_start`: the pieces read the
+blocks the whole file's reader reads), whose first line numbers are counted here in one
+pass; the pieces go to the workers like runs of files, and the lead process assembles the
+file's model from them in order (:mod:`ncclsleuth.model.pieces`), so the report is the one
+of the file parsed whole.  Other files go in runs as in :mod:`.local`.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..ingest import dumps
+from ..ingest.blocks import Span, block_start
+from ..ingest.decode import MAX_LINE_BYTES, looks_binary, open_regular, repair_notes
+from ..ingest.sources import InputFile, Notice
+from ..model.build import parse_piece, worker_cache
+from ..model.job import JobModel
+from ..parse.grammar import ShapeCache
+from ..parse.lines import Carry, FileParser
+from ..parse.pieces import CUT_NOTICE, Piece, StepSampler, replay, taken, whole
+from .forked import available, run_in_order
+from .local import Result, _parse_task, _runs
+
+#: the size of a piece: a file of at least twice this many bytes is parsed in pieces of
+#: about this size (smaller pieces cost more in kept end blocks sent back than they gain)
+PIECE_BYTES = 8 << 20
+#: at most this many pieces per process: the lead process assembles the model and runs
+#: the rules after the last piece, so pieces small enough that its share of the parsing
+#: shrinks to fit (claimed as the processes are free) keep the processes finishing together
+PIECES_PER_JOB = 8
+
+
+def _splittable(inp: InputFile, size: int, piece_bytes: int) -> bool:
+    """A plain local text file big enough to cut (compressed files cannot be seeked)."""
+    if type(inp) is not InputFile or inp.path == "-" or "://" in inp.path or size < 2 * piece_bytes:
+        return False
+    try:
+        with open_regular(inp.path) as f:
+            head = f.read(8192)
+    except OSError:
+        return False
+    odd = head.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\n" not in head and b"\r" in head)
+    return not (odd or looks_binary(head) or dumps.sniff_bytes(head) is not None
+                or head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")))
+
+
+def spans(path: str, size: int, n: int) -> list[Span]:
+    """``n`` pieces (fewer where block starts coincide) of a file, with their first line numbers."""
+    from ..ingest import blocks
+
+    block = blocks.BLOCK
+    with open_regular(path) as f:
+        starts = [0]
+        for i in range(1, n):
+            s = block_start(f, size * i // n, block)
+            if s is not None and s > starts[-1]:
+                starts.append(s)
+        f.seek(0)
+        firsts, line, pos = [1], 1, 0
+        for s in starts[1:]:
+            while pos < s:
+                chunk = f.read(min(1 << 22, s - pos))
+                if not chunk:
+                    break
+                line += chunk.count(b"\n")
+                pos += len(chunk)
+            firsts.append(line)
+    ends = [*starts[1:], size]
+    return [Span(a, b, first) for a, b, first in zip(starts, ends, firsts)]
+
+
+def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> list[tuple[Any, ...]] | None:
+    """The work items: ``("run", files)`` and ``("piece", file, spans, k)``; None when no file is
+    worth cutting (or processes cannot fork)."""
+    if jobs <= 1 or not available():
+        return None
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(os.path.getsize(f.path) if type(f) is InputFile and f.path != "-" else 0)
+        except OSError:
+            sizes.append(0)
+    big = [i for i, (f, s) in enumerate(zip(files, sizes)) if _splittable(f, s, piece_bytes)]
+    if not big:
+        return None
+    items: list[tuple[Any, ...]] = []
+    small: list[InputFile] = []
+    for i, f in enumerate(files):
+        if i not in big:
+            small.append(f)
+            continue
+        items.extend(("run", r) for r in (_runs(small, jobs) if small else []))
+        small = []
+        n = max(2, min(sizes[i] // piece_bytes, jobs * PIECES_PER_JOB))
+        sp = spans(f.path, sizes[i], n)
+        items.extend(("piece", f, sp, k) for k in range(len(sp)))
+    items.extend(("run", r) for r in (_runs(small, jobs) if small else []))
+    return items
+
+
+def _work(item: tuple[Any, ...], cache: bool, drop: frozenset[str]) -> Any:
+    if item[0] == "run":
+        return _parse_task((item[1], cache, drop))
+    _, f, sp, k = item
+    return parse_piece(f, sp, k, worker_cache(cache), drop)
+
+
+class Assembler:
+    """The model of one file from its pieces, fed in order (a piece already covered by a
+    parse here after a fallback is skipped)."""
+
+    def __init__(self, inp: InputFile, spans: list[Span], shapes: ShapeCache, drop: frozenset[str]) -> None:
+        self.inp, self.spans, self.shapes, self.drop = inp, spans, shapes, drop
+        self.source = inp.display
+        self.model = JobModel(drop)
+        self.model.add_source(self.source)
+        self.state = Carry()
+        self.steps = StepSampler(self.state)
+        self.tail = FileParser(self.source, shapes, keep_text=False, use_catalog=False)
+        self.next = 0
+        self.lines = 0
+        self.repairs = [0, 0, 0]
+        self.notices: list[Notice] = []
+        #: pieces parsed again here (their state at the start was not a fresh parser's)
+        self.reparsed = 0
+
+    def feed(self, p: Piece) -> None:
+        """Take piece ``p`` (the next in order) or parse it again here."""
+        if p.index < self.next:
+            return
+        after = taken(self.state, p) if p.index else p.carry
+        if after is None or (p.open_end and p.index < len(self.spans) - 1):
+            p = self._again(p.index)
+            after = p.carry
+        self._take(p, after)
+
+    def _again(self, k: int) -> Piece:
+        """Pieces from ``k`` parsed here, continuing from the file's state at ``k``, up to the
+        first piece end where nothing is open."""
+        self.reparsed += 1
+        return parse_piece(self.inp, self.spans, k, self.shapes, self.drop, self.state)
+
+    def _take(self, p: Piece, after: Carry) -> None:
+        replay(self.model, self.source, p.ops, whole if p.resumed else self.steps)
+        if p.resumed:
+            self.steps = StepSampler(p.carry)
+        before = self.state.ranks
+        for (first, text), seen in zip(p.end_blocks, p.end_ranks):
+            self.tail.keep_block(first, text, before | frozenset(seen))
+        self.state = after
+        self.state.step_counts, self.state.steps_done = dict(self.steps.counts), self.steps.done
+        self.lines = p.lines
+        cuts = self.repairs[2]
+        self.repairs = [a + b for a, b in zip(self.repairs, p.repairs)]
+        self.notices.extend(n for n in p.notices if not (cuts and CUT_NOTICE in n.message))
+        self.next = p.until + 1
+
+    def done(self) -> tuple[JobModel, list[Notice], bool]:
+        """The file's model (as ``parse_one`` makes it) and its notices."""
+        for ev in self.tail.tail(self.state.ranks):
+            self.model.add(ev)
+        self.model.settle()
+        self.model.lines += self.lines
+        reader = _Notes(self.inp)
+        reader.notices = self.notices
+        bad, nul, cut = self.repairs
+        repair_notes(reader, bad, nul, cut, MAX_LINE_BYTES)
+        return self.model, reader.notices, True
+
+
+class _Notes:
+    """Where ``repair_notes`` says what was repaired in the whole file."""
+
+    def __init__(self, inp: InputFile) -> None:
+        self.inp = inp
+        self.notices: list[Notice] = []
+
+    def _note(self, msg: str, severity: str = "warning") -> None:
+        self.notices.append(Notice(self.inp.display, msg, severity))
+
+
+def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
+                  meanwhile: Callable[[], None] | None = None,
+                  drop: frozenset[str] = frozenset()) -> Iterator[Result]:
+    """Per-run and per-file results in input order, the big files' pieces assembled here."""
+    workers = min(jobs - 1, len(items) - 1)
+    results = run_in_order(len(items), lambda i: _work(items[i], cache, drop), workers, meanwhile,
+                           worker_done=lambda: worker_cache(cache).save())
+    into: Assembler | None = None
+    try:
+        for item, got in zip(items, results):
+            if item[0] == "run":
+                yield got
+                continue
+            _, f, sp, k = item
+            if k == 0:
+                into = Assembler(f, sp, worker_cache(cache), drop)
+            assert into is not None
+            into.feed(got)
+            if k == len(sp) - 1:
+                yield into.done()
+                into = None
+    finally:
+        results.close()  # a generator: stops the workers if the caller stopped early

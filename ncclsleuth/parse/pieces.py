@@ -1,0 +1,187 @@
+"""A file's parse in pieces: what a piece parsed on its own records, and whether it is the one parse's.
+
+``--jobs N`` parses a big file in pieces (byte ranges at block starts, in several
+processes: :mod:`ncclsleuth.parallel.split`).  A piece after the first is parsed on its
+own, from its first line, with a :class:`Recorder` for a sink: what the parser would have
+asked of the job model (events, connection lines, touched processes) is recorded, not
+done, and :func:`replay` later does it to the file's one model in order, so every model
+state that spans lines (a process's communicator, counted connections, failure blocks,
+tracks, retention counts) is simply the model's own.
+
+What a piece cannot know is the parser's state at its start.  :func:`taken` says whether
+a piece's parse is the one a single parser continuing from the state before it
+(:class:`~.lines.Carry`) would have made: nothing may be open at the start (the piece
+before ended with no traceback, held message, tool block, ``Last error:`` or nccl-tests
+table open), and what it did may not depend on the lines before it (a tool block reading
+lines back past its start, a failure-block field with no block name, more lookbacks than
+the file allows); the per-file state that goes on (the ranks seen, the lookback text and
+count, the failure-block name) is joined, and the step lines it sampled on its own are
+sampled again for the whole file (:class:`StepSampler`).  A piece that is not taken is
+parsed again by the caller, continuing from the state at its start.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import events as E
+from ..ingest.sources import Notice
+from .blocks import LOOKBACK_CHARS, MAX_LOOKBACKS
+from .lines import STEP_SAMPLES_PER_RANK, Carry, Sink
+
+#: the words of a reader's notice of its first cut line (a file says its first one only)
+CUT_NOTICE = "bytes: cut at"
+#: record codes (an event is recorded as itself)
+_TOUCH, _CONN, _ADD_CONN, _STEPS = 0, 1, 2, 3
+
+
+class Recorder:
+    """A parser's sink that records what :class:`ncclsleuth.model.job.JobModel` would be asked to do.
+
+    ``touch`` answers True and ``conn_seen`` False, so the parser hands over everything
+    a first sight needs; :func:`replay` asks the real model.  Repeated texts are shared
+    (one object each), so the records pickle small.
+    """
+
+    def __init__(self, needs_event: Callable[[str], bool]) -> None:
+        """``needs_event``: the job model's (what its plans depend on)."""
+        self.ops: list[Any] = []
+        self._needs = needs_event
+        self._hp: dict[str, str] = {}
+        self._conn: dict[str, tuple[str, str, str, str]] = {}
+
+    def needs_event(self, kind: str) -> bool:
+        return self._needs(kind)
+
+    def add(self, ev: E.Event) -> None:
+        self.ops.append(ev)
+
+    def steps(self, evs: list[E.Event]) -> None:
+        """Step lines sampled per rank in this piece: sampled again for the whole file."""
+        self.ops.append((_STEPS, evs))
+
+    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None:
+        self.ops.append((_ADD_CONN, line, host, pid, src, dst, via))
+
+    def touch(self, line: int, hp: str, kind: str) -> bool:
+        self.ops.append((_TOUCH, line, self._hp.setdefault(hp, hp), kind))
+        return True
+
+    def bind(self, source: str, line: int, hp: str) -> None:  # touch never says it is needed
+        raise AssertionError("Recorder.touch answers True")
+
+    def conn_seen(self, line: int, hp: str, rest: str) -> bool:
+        return False
+
+    def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None:
+        t = self._conn.get(rest)
+        if t is None:
+            t = self._conn[rest] = (rest, src, dst, via)
+        self.ops.append((_CONN, line, self._hp.setdefault(hp, hp), t))
+
+
+@dataclass
+class Piece:
+    """What parsing one piece of a file on its own gave (pickled back from a worker)."""
+
+    index: int
+    ops: list[Any]
+    #: the parser's per-file state at the piece's end, as parsed on its own
+    carry: Carry
+    #: whether a meaning spans the piece's last line (the next piece cannot be taken as parsed)
+    open_end: bool
+    #: see FileParser.piece_flags
+    early_lookback: bool
+    field_unnamed: bool
+    block_named: bool
+    end_blocks: list[tuple[int, str]]
+    end_ranks: list[tuple[int, ...]]
+    lines: int
+    repairs: tuple[int, int, int]
+    notices: list[Notice] = field(default_factory=list)
+    #: parsed from the true state at its start (in the lead, after a fallback): taken as is
+    resumed: bool = False
+    #: the last piece it covers (a resumed parse goes on to where nothing is open)
+    until: int = -1
+
+
+def replay(model: Sink, source: str, ops: list[Any], steps: Callable[[list[E.Event]], list[E.Event]]) -> None:
+    """Do to ``model`` what a piece's parser asked of its sink, in order (``steps``: the
+    step lines of a sampled run that the whole file's sampling keeps)."""
+    add, touch, bind, seen, first = model.add, model.touch, model.bind, model.conn_seen, model.add_conn_first
+    for op in ops:
+        if type(op) is not tuple:
+            add(op)
+            continue
+        code = op[0]
+        if code == _CONN:
+            _, line, hp, (rest, src, dst, via) = op
+            if not seen(line, hp, rest):
+                first(source, line, hp, rest, src, dst, via)
+        elif code == _TOUCH:
+            _, line, hp, kind = op
+            if not touch(line, hp, kind):
+                bind(source, line, hp)
+                touch(line, hp, kind)
+        elif code == _STEPS:
+            for ev in steps(op[1]):
+                add(ev)
+        else:
+            model.add_conn(source, *op[1:])
+
+
+def whole(evs: list[E.Event]) -> list[E.Event]:
+    """A resumed parse's step lines: sampled for the whole file already."""
+    return evs
+
+
+class StepSampler:
+    """The whole file's step-line sampling over pieces sampled on their own: the first
+    ``STEP_SAMPLES_PER_RANK`` per rank of the file, and none once a file of one rank has them
+    (as ``FileParser._step_lines``)."""
+
+    def __init__(self, carry: Carry) -> None:
+        self.counts = dict(carry.step_counts)
+        self.done = carry.steps_done
+
+    def __call__(self, evs: list[E.Event]) -> list[E.Event]:
+        out = []
+        counts = self.counts
+        for ev in evs:
+            if self.done:
+                break
+            seen = counts.get(ev.rank, 0)
+            if seen < STEP_SAMPLES_PER_RANK:
+                counts[ev.rank] = seen + 1
+                out.append(ev)
+                if len(counts) == 1 and seen + 1 >= STEP_SAMPLES_PER_RANK:
+                    self.done = True
+        return out
+
+
+def _joined_tail(before: Carry, piece: Carry) -> tuple[str, bool]:
+    """The lookback text at a piece's end for the whole file (``FileParser._keep_tail``)."""
+    if piece.tail_cut or len(piece.tail) >= LOOKBACK_CHARS:
+        return piece.tail, piece.tail_cut
+    tail = before.tail + "\n" + piece.tail if before.tail or before.lines else piece.tail
+    if len(tail) > LOOKBACK_CHARS:
+        return tail[-LOOKBACK_CHARS:], True
+    return tail, before.tail_cut
+
+
+def taken(before: Carry, p: Piece) -> Carry | None:
+    """The whole file's state after piece ``p`` parsed on its own, when its parse is the one
+    a single parser continuing from ``before`` would have made; None when it is not."""
+    c = p.carry
+    if p.early_lookback or (p.field_unnamed and before.failure_block):
+        return None
+    if c.lookbacks and before.lookbacks + c.lookbacks > MAX_LOOKBACKS:
+        return None
+    if c.steps_done and set(before.step_counts) - set(c.step_counts):
+        return None  # it stopped sampling when the file's other ranks would have gone on
+    tail, cut = _joined_tail(before, c)
+    ranks = before.ranks | c.ranks
+    return Carry(before.lines + c.lines, tail, cut, before.lookbacks + c.lookbacks,
+                 c.failure_block if p.block_named else before.failure_block, {}, False,
+                 frozenset(sorted(ranks)[:2]) if len(ranks) > 2 else ranks)

@@ -1,0 +1,242 @@
+"""``--jobs N`` parses a big file in pieces (byte ranges) and the report is the unsplit one.
+
+The pieces are forced tiny here (blocks of a few hundred bytes, a piece per block or two),
+so that piece boundaries land inside tracebacks, watchdog blocks, nccl-tests tables, tool
+blocks and hard-wrapped messages: every report must be byte for byte the one of
+``--jobs 1`` reading the file whole with the same block size.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from _jobs import generator
+from conftest import CORPUS, FIXTURES, require_shared
+
+from ncclsleuth import api
+from ncclsleuth.ingest import blocks
+from ncclsleuth.ingest.blocks import BlockReader, RangeReader
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parallel import split
+from ncclsleuth.parallel.split import Assembler
+from ncclsleuth.renderers import json_out
+
+ROOT = Path(__file__).resolve().parent.parent
+#: tiny blocks and pieces: boundaries every few lines
+BLOCK = 256
+
+
+@pytest.fixture(scope="module")
+def rules():  # type: ignore[no-untyped-def]
+    return api.load_rules(api.Options())
+
+
+@pytest.fixture
+def tiny(monkeypatch):  # type: ignore[no-untyped-def]
+    """Blocks of BLOCK bytes, as many pieces as blocks allow; counts what the assembler did."""
+    monkeypatch.setattr(blocks, "BLOCK", BLOCK)
+    monkeypatch.setattr(split, "PIECES_PER_JOB", 10_000)
+    seen = {"files": 0, "pieces": 0, "reparsed": 0}
+    done = Assembler.done
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        seen["files"] += 1
+        seen["pieces"] += len(self.spans)
+        seen["reparsed"] += self.reparsed
+        return done(self)
+
+    monkeypatch.setattr(Assembler, "done", counted)
+    return seen
+
+
+def _report(paths: list[str], rules, jobs: int, piece: int | None = None) -> str:  # type: ignore[no-untyped-def]
+    built = api.build(paths, api.Options(jobs=jobs, piece_bytes=piece, shared_cache=False))
+    report = api.diagnose(built.model, rules, [n.to_dict() for n in built.notices])
+    report.files_read = built.files_read
+    return json_out.render(report)
+
+
+def _same(paths: list[str], rules, piece: int = BLOCK) -> None:  # type: ignore[no-untyped-def]
+    whole = _report(paths, rules, 1)
+    cut = _report(paths, rules, 2, piece)
+    assert cut == whole, paths
+
+
+def _inputs(root: Path) -> list[Path]:
+    """Each fixture that is one file or one folder of files (dumps and archives included:
+    those are simply not cut)."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix not in (".yaml", ".json", ".md", ".py") and p.stat().st_size >= 2 * BLOCK:
+            out.append(p)
+    return out
+
+
+def test_every_fixture_file_reports_the_same_in_pieces(tiny, rules):
+    files = _inputs(FIXTURES)
+    assert len(files) > 50
+    for p in files:
+        _same([str(p)], rules)
+    assert tiny["files"] > 100 and tiny["pieces"] > 5 * tiny["files"]
+    assert tiny["reparsed"] > 0  # some boundaries fell where a meaning spans lines
+
+
+def test_fixture_folders_report_the_same_with_their_big_files_in_pieces(tiny, rules):
+    folders = sorted({p.parent for p in _inputs(FIXTURES)} - {FIXTURES})
+    folders = [d for d in folders if sum(1 for f in d.iterdir() if f.is_file()) > 1]
+    assert len(folders) > 20
+    for d in folders:
+        _same([str(d)], rules)  # big files in pieces, small ones in runs, dumps whole: in input order
+    assert tiny["files"] > 20
+
+
+def test_corpus_logs_report_the_same_in_pieces(tiny, rules):
+    logs = sorted(require_shared(CORPUS, "the shared corpus").glob("cases/*/log.txt"))
+    assert len(logs) > 30
+    for p in logs:
+        _same([str(p)], rules)
+    assert tiny["files"] > 20
+
+
+def test_generated_one_file_jobs_report_the_same_in_pieces(tiny, rules, tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK", 4096)  # a bigger job: ~100 pieces each
+    gen = generator()
+    for inject in ("desync", "ib_error", "socket_fallback", "missing_rank"):
+        out = tmp_path / inject
+        gen.generate(gen.build_parser().parse_args(["--ranks", "32", "--per-host", "8", "--channels", "2",
+                                                    "--layout", "one-file", "--inject", inject, "--seed", "5",
+                                                    "--noise-per-rank", "30", "--out", str(out)]))
+        _same([str(out / "job.log")], rules, 4096)
+    assert tiny["files"] == 4 and tiny["pieces"] > 100
+
+
+def _shapes():  # type: ignore[no-untyped-def]
+    name = "ncclsleuth_bench_shapes"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "shapes.py")
+        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return sys.modules[name]
+
+
+def test_shapes_in_one_interleaved_file_report_the_same_in_pieces(tiny, rules, tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK", 1024)
+    gen = _shapes()
+    variants = [("silent", ""), ("out_of_data", ""), ("other_collective", "op"), ("other_collective", "size"),
+                ("died_first", "error"), ("died_first", "sigkill"), ("rank0_busy", ""), ("straggler_node", ""),
+                ("dup_gpu", "warn"), ("dup_gpu", "nowarn")]
+    assert {s for s, _ in variants} == set(gen.SHAPES)
+    for shape, variant in variants:
+        out = tmp_path / f"{shape}-{variant}"
+        gen.make(gen.build_parser().parse_args(["--shape", shape, "--variant", variant, "--ranks", "16",
+                                                "--layout", "one-file", "--out", str(out)]))
+        _same([str(out)], rules, 1024)  # the folder: job.log in pieces, the agents' files whole
+    assert tiny["files"] == len(variants)
+
+
+# --------------------------------------------------------------------------- the boundaries
+
+
+def _traceback_log(tmp_path: Path) -> tuple[Path, int, int]:
+    """A log whose Python traceback spans many blocks, then a WARN well after it."""
+    lines = [f"host1:100:100 [0] NCCL INFO Channel {i % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC" for i in range(40)]
+    tb_start = len(lines) + 1
+    lines.append("[rank0]: Traceback (most recent call last):")
+    for i in range(30):
+        lines.append(f'[rank0]:   File "/work/train_{i}.py", line {i + 1}, in step_{i}')
+        lines.append(f"[rank0]:     loss = model.forward_{i}(batch)")
+    lines.append("[rank0]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error")
+    lines += [f"host1:100:100 [0] NCCL INFO Channel {i % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC" for i in range(60)]
+    lines.append("host1:100:100 [0] NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129")
+    warn = len(lines)
+    lines += [f"host1:100:100 [0] NCCL INFO Channel {i % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC" for i in range(20)]
+    p = tmp_path / "tb.log"
+    p.write_text("\n".join(lines) + "\n")
+    return p, tb_start, warn
+
+
+def test_a_boundary_inside_a_traceback_is_parsed_again_here(tiny, rules, tmp_path):
+    path, tb_start, warn = _traceback_log(tmp_path)
+    sp = split.spans(str(path), path.stat().st_size, 1000)
+    inside = [s.first for s in sp if tb_start < s.first <= tb_start + 61]
+    assert len(inside) >= 3  # pieces start inside the traceback
+    _same([str(path)], rules)
+    assert tiny["reparsed"] >= 1
+    model = api.build([str(path)], api.Options(jobs=2, piece_bytes=BLOCK)).model
+    (tb,) = model.events["traceback"]
+    assert (tb.start_line, tb.line, tb.frames) == (tb_start, tb_start + 61, 30)
+    assert tb.exc_type == "RuntimeError"
+
+
+def test_evidence_after_a_boundary_has_its_exact_line_number(tiny, rules, tmp_path):
+    path, _, warn = _traceback_log(tmp_path)
+    sp = split.spans(str(path), path.stat().st_size, 1000)
+    assert any(1 < s.first < warn for s in sp)  # the WARN comes after boundaries
+    model = api.build([str(path)], api.Options(jobs=2, piece_bytes=BLOCK)).model
+    evs = [e for e in model.error_events() if "completion with error" in e.text]
+    assert [(e.line, e.text) for e in evs] == [(warn, path.read_text().split("\n")[warn - 1])]
+
+
+def test_piece_first_line_numbers_count_the_newlines_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK", 1024)
+    p = tmp_path / "n.log"
+    p.write_bytes(b"".join(b"line %d " % i + b"x" * (i * 37 % 300) + b"\n" for i in range(3000)))
+    data = p.read_bytes()
+    sp = split.spans(str(p), len(data), 40)
+    assert len(sp) > 20 and sp[0].start == 0 and sp[-1].end == len(data)
+    for a, b in zip(sp, sp[1:]):
+        assert a.end == b.start and data[b.start - 1:b.start] == b"\n"
+        assert b.first == data[:b.start].count(b"\n") + 1
+
+
+def test_pieces_read_the_blocks_the_whole_file_reads(tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK", 512)
+    p = tmp_path / "b.log"
+    p.write_bytes(b"".join(b"%d " % i + b"y" * (i * 53 % 700) + b"\n" for i in range(2000)))
+    whole = list(BlockReader(InputFile(str(p))))
+    sp = split.spans(str(p), p.stat().st_size, 30)
+    got = [b for s in sp for b in RangeReader(InputFile(str(p)), s.start, s.end, s.first)]
+    assert got == whole
+
+
+def test_compressed_and_small_files_are_not_cut(tmp_path):
+    import gzip
+
+    big = tmp_path / "big.log"
+    big.write_bytes(b"host1:1:1 [0] NCCL INFO Using network IB\n" * 2000)
+    gz = tmp_path / "big.log.gz"
+    gz.write_bytes(gzip.compress(big.read_bytes() * 4))
+    assert split.plan([InputFile(str(gz))], 2, 1024) is None
+    assert split.plan([InputFile(str(big))], 2, big.stat().st_size) is None  # not twice the piece size
+    items = split.plan([InputFile(str(big))], 2, 4096)
+    assert items is not None and {i[0] for i in items} == {"piece"}
+    assert split.plan([InputFile(str(big))], 1, 4096) is None
+
+
+def test_api_knows_the_piece_size_without_importing_the_engine():
+    assert api._PIECE_BYTES == split.PIECE_BYTES
+
+
+def test_a_tool_block_read_back_across_a_boundary_is_parsed_again_here(tiny, rules, tmp_path):
+    """ibstatus' ``phys state`` line opens its block and the reader reads the adapter's header
+    and port state back: at the start of a piece, those lines are in the piece before."""
+    head = ("Infiniband device 'mlx5_0' port 1 status:\n\tdefault gid:\t fe80:0000:0000:0000:b859:9f03:00d4:0a4e\n"
+            "\tbase lid:\t 0x0\n\tsm lid:\t\t 0x0\n\tstate:\t\t 2: INIT\n")
+    opener = "\tphys state:\t 5: LinkUp\n"
+    rest = "\trate:\t\t 200 Gb/sec (4X HDR)\n\tlink_layer:\t InfiniBand\n\n"
+    filler = "host1:100:100 [0] NCCL INFO Using network IB\n" * 8
+    at = 2 * BLOCK - 4  # the opener starts here and crosses a read boundary: a block starts at it
+    pad = at - len(filler) - len(head) - 1
+    text = filler + "x" * pad + "\n" + head + opener + rest + filler * 4
+    assert text.index(opener) == at
+    path = tmp_path / "ib.log"
+    path.write_text(text)
+    assert any(s.start == at for s in split.spans(str(path), len(text), 1000))
+    _same([str(path)], rules)
+    assert tiny["reparsed"] >= 1
+    model = api.build([str(path)], api.Options(jobs=2, piece_bytes=BLOCK)).model
+    state_line = text[:at].count("\n")
+    assert [(e.device, e.state, e.line) for e in model.events["ib_port"]] == [("mlx5_0", "Initializing", state_line)]

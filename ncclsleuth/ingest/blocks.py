@@ -47,6 +47,8 @@ class BlockReader:
         self._nul = 0
         #: what was repaired (bad UTF-8 lines, NUL lines, cut lines): said at the end of the file
         self.repairs = (0, 0, 0)
+        #: the byte offset of the block last yielded (a regular file's)
+        self.at = 0
 
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
@@ -135,6 +137,7 @@ class BlockReader:
                 data, skipping = data[nl + 1:], False
                 lineno += 1
             data = pending + data if pending else data
+            self.at = pos - len(data)  # where the next block starts (regular files, read aligned)
             end = data.rfind(b"\n")
             if end < 0:
                 if len(data) > self.max_line:  # one enormous line: keep its head, drop the rest
@@ -165,6 +168,7 @@ class BlockReader:
             lineno += n
             self.lines = lineno - 1  # kept current: a damaged archive stops mid-file
         if pending and not skipping:
+            self.at = pos - len(pending)
             counter = [0]
             yield lineno, self._decode(pending[: self.max_line], counter)
             bad += counter[0]

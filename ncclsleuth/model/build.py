@@ -96,11 +96,13 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
         fp.resume(resume)
     notices: list[Notice] = []
     bad = nul = cut = lines = 0
+    ends: list[tuple[int, int, tuple[int, ...], int]] = []
     until = k
     for i in range(k, len(spans) if resume is not None else k + 1):
         until = i
         reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first)
         for first, block in reader:
+            ends.append((first, len(block), fp.ranks_seen(), reader.at))
             fp.parse_block(first, block)
         notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
         b, n, c = reader.repairs
@@ -110,9 +112,8 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     if until == len(spans) - 1:
         for ev in fp.finish():
             rec.add(ev)
-    blocks, ranks = fp.end_blocks()
     early, unnamed, named = fp.piece_flags()
-    return Piece(k, rec.ops, fp.carry(), fp.is_open(), early, unnamed, named, blocks, ranks, lines,
+    return Piece(k, rec.ops, fp.carry(), fp.is_open(), early, unnamed, named, ends, lines,
                  (bad, nul, cut), notices, resume is not None, until)
 
 

@@ -6,23 +6,24 @@ The common input of a big job is one file holding every rank (a Slurm ``slurm-N.
 pieces at block starts (:func:`~ncclsleuth.ingest.blocks.block_start`: the pieces read the
 blocks the whole file's reader reads), whose first line numbers are counted here in one
 pass; the pieces go to the workers like runs of files, and the lead process assembles the
-file's model from them in order (:mod:`ncclsleuth.model.pieces`), so the report is the one
+file's model from them in order (:mod:`ncclsleuth.parse.pieces`), so the report is the one
 of the file parsed whole.  Other files go in runs as in :mod:`.local`.
 """
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..ingest import dumps
-from ..ingest.blocks import Span, block_start
+from ..ingest.blocks import RangeReader, Span, block_start
 from ..ingest.decode import MAX_LINE_BYTES, looks_binary, open_regular, repair_notes
 from ..ingest.sources import InputFile, Notice
 from ..model.build import parse_piece, worker_cache
 from ..model.job import JobModel
 from ..parse.grammar import ShapeCache
-from ..parse.lines import Carry, FileParser
+from ..parse.lines import Carry, FileParser, tail_cap
 from ..parse.pieces import CUT_NOTICE, Piece, StepSampler, replay, taken, whole
 from .forked import available, run_in_order
 from .local import Result, _parse_task, _runs
@@ -123,6 +124,9 @@ class Assembler:
         self.state = Carry()
         self.steps = StepSampler(self.state)
         self.tail = FileParser(self.source, shapes, keep_text=False, use_catalog=False)
+        #: (first line, characters, byte offset) of the blocks the file's tail is read from
+        self.kept: deque[tuple[int, int, int]] = deque()
+        self.kept_chars = 0
         self.next = 0
         self.lines = 0
         self.repairs = [0, 0, 0]
@@ -151,8 +155,8 @@ class Assembler:
         if p.resumed:
             self.steps = StepSampler(p.carry)
         before = self.state.ranks
-        for (first, text), seen in zip(p.end_blocks, p.end_ranks):
-            self.tail.keep_block(first, text, before | frozenset(seen))
+        for first, chars, seen, at in p.ends:
+            self._keep(first, chars, before | frozenset(seen), at)
         self.state = after
         self.state.step_counts, self.state.steps_done = dict(self.steps.counts), self.steps.done
         self.lines = p.lines
@@ -161,8 +165,30 @@ class Assembler:
         self.notices.extend(n for n in p.notices if not (cuts and CUT_NOTICE in n.message))
         self.next = p.until + 1
 
+    def _keep(self, first: int, chars: int, ranks: frozenset[int], at: int) -> None:
+        """Which blocks the whole file's parser would keep for the tail (``FileParser._keep_block``),
+        by their sizes: the texts are read again once, at the end."""
+        kept = self.kept
+        kept.append((first, chars, at))
+        self.kept_chars += chars
+        cap = tail_cap(ranks)
+        while self.kept_chars - kept[0][1] >= cap and len(kept) > 1:
+            self.kept_chars -= kept.popleft()[1]
+
+    def _end_blocks(self) -> list[tuple[int, str]]:
+        """The kept end blocks, read again (a range reader from the first: the same blocks)."""
+        if not self.kept:
+            return []
+        first, _, at = self.kept[0]
+        reader = RangeReader(self.inp, at, self.spans[-1].end, first)
+        blocks = list(reader)
+        if [b[0] for b in blocks] != [k[0] for k in self.kept]:  # the file changed meanwhile
+            blocks = blocks[-len(self.kept):]
+        return blocks
+
     def done(self) -> tuple[JobModel, list[Notice], bool]:
         """The file's model (as ``parse_one`` makes it) and its notices."""
+        self.tail.end_blocks(self._end_blocks())
         for ev in self.tail.tail(self.state.ranks):
             self.model.add(ev)
         self.model.settle()

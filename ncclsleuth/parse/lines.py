@@ -149,11 +149,16 @@ class ParseStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+def tail_cap(ranks: set[int] | frozenset[int]) -> int:
+    """Characters of the end of a file kept for :mod:`.tail`: more where the file interleaves ranks."""
+    return TAIL_CHARS_MULTI if len(ranks) >= 2 else TAIL_CHARS
+
+
 @dataclass
 class Carry:
     """What a file's parse carries past a line where nothing is open (no traceback, held
     message, tool block, ...): the state the parser of the next piece of the same file starts
-    from (:meth:`FileParser.resume`, :mod:`ncclsleuth.model.pieces`)."""
+    from (:meth:`FileParser.resume`, :mod:`.pieces`)."""
 
     #: lines parsed before (only whether any were matters, for the lookback text)
     lines: int = 0
@@ -227,9 +232,8 @@ class FileParser:
         self._block_named = False
         #: where sampled step lines go (a piece's sink samples them again for the whole file)
         self._on_steps = getattr(sink, "steps", None)
-        #: a piece's end-of-file blocks: kept under the largest cap, with the ranks seen when each came
+        #: a piece of a file keeps no end blocks (the file's are read again once: ncclsleuth.parallel.split)
         self._piece_tail = False
-        self._end_ranks: list[tuple[int, ...]] = []
 
     # ------------------------------------------------------------------ public
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
@@ -603,19 +607,17 @@ class FileParser:
         self._ranks = set(c.ranks)
 
     def piece_tail(self) -> None:
-        """Keep the end blocks as a piece of a file does (the file's tail is found from all of
-        its pieces' ends: :meth:`end_blocks`)."""
+        """Keep no end blocks: a piece's parser (the file's tail is found once, from the blocks
+        the whole file's parser would have kept: :meth:`ranks_seen`, :meth:`end_blocks`)."""
         self._piece_tail = True
 
-    def end_blocks(self) -> tuple[list[tuple[int, str]], list[tuple[int, ...]]]:
-        """A piece's kept end blocks, with the ranks this parser had seen when each came."""
-        return self._end_blocks, self._end_ranks
+    def ranks_seen(self) -> tuple[int, ...]:
+        """The launcher ranks seen so far (two at most): what decides the tail's cap."""
+        return tuple(self._ranks)
 
-    def keep_block(self, first: int, text: str, ranks: frozenset[int]) -> None:
-        """A block at the end of a piece, kept as the one parser of the whole file would
-        (``ranks``: those it would have seen then)."""
-        self._ranks = set(ranks)
-        self._keep_block(first, text)
+    def end_blocks(self, blocks: list[tuple[int, str]]) -> None:
+        """The end blocks the whole file's parser would have kept (the file was parsed in pieces)."""
+        self._end_blocks, self._end_chars = blocks, sum(len(t) for _, t in blocks)
 
     def piece_flags(self) -> tuple[bool, bool, bool]:
         """(lines read back before the piece's start, a failure-block field with no block
@@ -624,18 +626,14 @@ class FileParser:
 
     # ------------------------------------------------------------------ the end of the file
     def _keep_block(self, first: int, text: str) -> None:
+        if self._piece_tail:
+            return
         tail = self._end_blocks
         tail.append((first, text))
         self._end_chars += len(text)
-        if self._piece_tail:  # a piece: the whole file's cap may be the larger one
-            self._end_ranks.append(tuple(self._ranks))
-            cap = TAIL_CHARS_MULTI
-        else:
-            cap = TAIL_CHARS_MULTI if len(self._ranks) >= 2 else TAIL_CHARS
+        cap = tail_cap(self._ranks)
         while self._end_chars - len(tail[0][1]) >= cap and len(tail) > 1:
             self._end_chars -= len(tail.pop(0)[1])
-            if self._piece_tail:
-                self._end_ranks.pop(0)
 
     def _keep_line(self, lineno: int, text: str) -> None:
         """Line mode: consecutive lines gathered into blocks for the tail."""

@@ -95,8 +95,9 @@ class Piece:
     early_lookback: bool
     field_unnamed: bool
     block_named: bool
-    end_blocks: list[tuple[int, str]]
-    end_ranks: list[tuple[int, ...]]
+    #: per block read: (first line, characters, the ranks the parser had seen before it, byte
+    #: offset), for the file's tail (found once, from the blocks its one parser would keep)
+    ends: list[tuple[int, int, tuple[int, ...], int]]
     lines: int
     repairs: tuple[int, int, int]
     notices: list[Notice] = field(default_factory=list)

@@ -240,3 +240,29 @@ def test_a_tool_block_read_back_across_a_boundary_is_parsed_again_here(tiny, rul
     model = api.build([str(path)], api.Options(jobs=2, piece_bytes=BLOCK)).model
     state_line = text[:at].count("\n")
     assert [(e.device, e.state, e.line) for e in model.events["ib_port"]] == [("mlx5_0", "Initializing", state_line)]
+
+
+def test_cut_long_lines_and_bad_bytes_are_said_once_for_the_file(tiny, rules, tmp_path):
+    """A line over the line cap and invalid UTF-8 in several pieces: the notices of the whole
+    file (the first cut line by its number, then the counts), as the unsplit read says them."""
+    from ncclsleuth.ingest.decode import MAX_LINE_BYTES
+
+    line = b"host1:100:100 [0] NCCL WARN NET/IB : Got completion with error 12, opcode 0\n"
+    body = line * 40 + b"x" * (MAX_LINE_BYTES + 10) + b"\n" + b"caf\xe9 ok\n" + line * 40
+    path = tmp_path / "cut.log"
+    path.write_bytes(body + b"y" * (MAX_LINE_BYTES + 5) + b"\n" + b"\xff\xfe bad\n" + line * 40)
+    _same([str(path)], rules)
+    notes = [n.message for n in api.build([str(path)], api.Options(jobs=2, piece_bytes=BLOCK)).notices]
+    assert notes == [n.message for n in api.build([str(path)], api.Options(jobs=1)).notices]
+    assert sum("is longer than" in n for n in notes) == 1 and any("2 lines longer" in n for n in notes)
+    assert tiny["pieces"] > 10
+
+
+def test_a_file_without_line_ends_is_searched_for_piece_starts_a_bounded_way(tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK", 256)
+    p = tmp_path / "flat.log"
+    p.write_bytes(b"z" * (256 * 1000))
+    assert len(split.spans(str(p), p.stat().st_size, 8)) == 1  # no line end: one piece
+    with open(p, "rb") as f:
+        assert blocks.block_start(f, 0, 256) is None
+        assert f.tell() <= (blocks._SEEK_BLOCKS + 1) * 256  # not read to the end

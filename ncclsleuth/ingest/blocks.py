@@ -236,12 +236,16 @@ class RangeReader(BlockReader):
         yield from self._split(raw, None, self.first, self.start, self.end)
 
 
+#: block reads looked at for a line end before a piece is given up (a file without line ends)
+_SEEK_BLOCKS = 64
+
+
 def block_start(f: BinaryIO, near: int, block: int) -> int | None:
-    """A byte offset at or after ``near`` where :class:`BlockReader` starts a block of the
-    plain file ``f``: just after the last line end before a multiple of ``block`` (None
-    past the end of the file)."""
-    j = max(1, -(-near // block))
-    while True:
+    """A byte offset near ``near`` where :class:`BlockReader` starts a block of the plain
+    file ``f``: just after the last line end before a multiple of ``block`` (None past the
+    end of the file, or where ``_SEEK_BLOCKS`` reads hold no line end)."""
+    first = max(1, -(-near // block))
+    for j in range(first, first + _SEEK_BLOCKS):
         f.seek((j - 1) * block)
         window = f.read(block)
         if len(window) < block:
@@ -249,4 +253,4 @@ def block_start(f: BinaryIO, near: int, block: int) -> int | None:
         nl = window.rfind(b"\n")
         if nl >= 0:
             return (j - 1) * block + nl + 1
-        j += 1
+    return None

@@ -36,6 +36,10 @@ STEP_SAMPLES_PER_RANK = 32
 # literal-prefixed scans find them in a block at str.find speed.
 STEP_SCANS = (re.compile(r"time: *\d+(?:\.\d+)?ms"), re.compile(r"elapsed time per iteration \(ms\)"))
 
+#: a comment line of nccl-tests' output ("# nThread 1 ...", "#  Rank  0 ...", "#"): "#" then a blank or
+#: the end, unlike a desync report's "\t   #1244 finished ranks:", which opened line-by-line mode
+#: for the rest of the file
+_TESTS_HEAD = re.compile(r"\s*#(?:[ \t]|$)")
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
 _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
@@ -400,7 +404,7 @@ class FileParser:
                 return [ev] if ev is not _FOLDED else []
         if not text.strip():
             return []
-        if text.lstrip().startswith("#"):
+        if _TESTS_HEAD.match(text):
             self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
         records = peel(text)

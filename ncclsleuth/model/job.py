@@ -30,6 +30,10 @@ MAX_PROCESSES = 1 << 17
 MAX_COMMS = 1 << 16
 MAX_RANKS = 1 << 18
 MAX_HOPS = 1 << 20
+#: tree edges kept per communicator for these channels only: the pictures and checks need
+#: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects (the parser
+#: does not make the others: ``JobModel.tree_channels``)
+TREE_CHANNELS = 2
 #: Kinds no shipped rule, fact or report reads one by one (tests/test_fastpath.py checks the rule
 #: pack and the readers of ``JobModel.events``): analyze with the shipped rules keeps none of them;
 #: their handlers still fold them into processes and communicators, and their problem lines are kept.
@@ -208,6 +212,9 @@ class JobModel:
         label, net, gdr = _via(via)
         _count_hop(self, p, self._proc_comm.get(key), label, net, gdr,
                    int(src.partition("[")[0]), int(dst.partition("[")[0]))
+
+    #: the parser's retention limit for ``Trees`` lines: edges past it are not even made
+    tree_channels = TREE_CHANNELS
 
     # ------------------------------------------------------------------ the analyze fast path
     # Plain ``host:pid:tid [dev] NCCL INFO`` lines whose shape the parser has decided
@@ -545,11 +552,6 @@ def _h_ring(m: JobModel, ev: E.Ring, p: Process | None) -> None:
         c.rings[ev.channel] = ev.order
         c.graph_event = c.graph_event or ev
         c.ring_truncated = c.ring_truncated or ev.truncated
-
-
-#: tree edges kept per communicator for these channels only: the pictures and checks need
-#: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects
-TREE_CHANNELS = 2
 
 
 def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:

@@ -136,11 +136,19 @@ def ibdev(tok: str) -> list[E.IbDev]:
         for part in inner.split(","):
             out.extend(dataclasses.replace(d, idx=outer) for d in ibdev(part.strip().replace("] ", "]", 1)))
         return out
-    m = _IBDEV.match(tok)
-    if not m:
-        return [E.IbDev(hca=tok, port=None, link="?")]
-    return [E.IbDev(hca=m.group(2), port=_int(m.group(3)), link=m.group(6), idx=int(m.group(1)),
-                    rail=_int(m.group(4)), plane=_int(m.group(5)))]
+    hit = _IBDEVS.get(tok)
+    if hit is None:
+        m = _IBDEV.match(tok)
+        hit = E.IbDev(hca=tok, port=None, link="?") if not m else \
+            E.IbDev(hca=m.group(2), port=_int(m.group(3)), link=m.group(6), idx=int(m.group(1)),
+                    rail=_int(m.group(4)), plane=_int(m.group(5)))
+        if len(_IBDEVS) < 10_000:
+            _IBDEVS[tok] = hit
+    return [hit]
+
+
+#: device token -> its (frozen) IbDev: every rank of a node prints the same devices
+_IBDEVS: dict[str, E.IbDev] = {}
 
 
 def tree_edges(tokens: list[str]) -> tuple[E.TreeEdge, ...]:

@@ -54,7 +54,8 @@ _FOLDED: Any = object()
 class Sink(fastpath.Sink, Protocol):
     """Where the fast path puts what it reads (:class:`ncclsleuth.model.job.JobModel`)."""
 
-    def add(self, ev: E.Event) -> None: ...
+    #: tree edges kept for channels below this one (the rest of a ``Trees`` line is not read)
+    tree_channels: int
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
 
@@ -529,6 +530,8 @@ class FileParser:
         if rule == "channel_conn" and self.sink is not None:
             self.sink.add_conn(self.source, lineno, host, int(pid), raw["src"], raw["dst"], raw["via"])
             return _FOLDED
+        if rule == "trees" and self._plans is not None:  # edges the model would not keep are never made
+            raw["tree"] = _channels_below(raw.get("tree", []), self.sink.tree_channels)  # type: ignore[union-attr]
         cls, fields = build(rule, raw)
         if cls is E.NcclOther:
             return None
@@ -755,6 +758,15 @@ class FileParser:
                 fields.setdefault("pg_rank", rec.pg_rank)
         return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)
+
+
+def _channels_below(tokens: list[str], n: int) -> list[str]:
+    """The (``[index]``, spec) token pairs of a ``Trees`` line for channels below ``n``."""
+    out: list[str] = []
+    for i in range(0, len(tokens) - 1, 2):
+        if int(tokens[i].strip("[]")) < n:
+            out += tokens[i:i + 2]
+    return out
 
 
 def _said(ev: E.Event) -> int:

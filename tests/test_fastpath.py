@@ -149,11 +149,25 @@ def test_digit_anchor_words_cover_every_anchor_that_reads_a_digit():
     such anchor holds one of the words that keep a shape off the plan."""
     import re
 
-    from ncclsleuth.parse.anchors import ANCHOR_PATTERNS, STEP_PATTERNS
+    from ncclsleuth.parse import anchors as A
 
-    digit_anchors = [p for p in ANCHOR_PATTERNS + STEP_PATTERNS if re.search(r"[0-9]", re.sub(r"\\[dx]|\{[\d,]+\}", "", p))]
+    patterns = A.ANCHOR_PATTERNS + A.STEP_PATTERNS + tuple(rx.pattern for _, rx in A.GUARDED_ANCHORS)
+    digit_anchors = [p for p in patterns if re.search(r"[0-9]", re.sub(r"\\[dx]|\{[\d,]+\}", "", p))]
     assert digit_anchors  # the walk finds some
-    assert [p for p in digit_anchors if not any(w.strip() in p for w in fastpath.DIGIT_ANCHOR_WORDS)] == []
+    assert [p for p in digit_anchors if not any(w.strip() in p for w in A.DIGIT_ANCHOR_WORDS)] == []
+
+
+def test_anchor_starts_remembered_by_shape_are_the_ones_found():
+    """anchor_starts remembers positions by the text's position-exact shape: the same as a
+    fresh scan for texts of one shape with other digits, and a digit-reading anchor (``got 0``)
+    is not taken from a remembered shape."""
+    from ncclsleuth.parse import anchors as A
+
+    texts = ["[Rank 12] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)",
+             "[Rank 98] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7)",
+             "peer 3 closed: Failed to recv, got 5 bytes", "peer 3 closed: Failed to recv, got 0 bytes"]
+    assert [A.anchor_starts(t) for t in texts] == [A._anchor_starts(t) for t in texts]
+    assert A.anchor_starts(texts[0]) and A.anchor_starts(texts[3]) != A.anchor_starts(texts[2])
 
 
 def test_other_plan_refuses_a_body_an_anchor_could_start_in():

@@ -123,8 +123,36 @@ def prefilter_for(text: str) -> re.Pattern[str]:
 STEP_START = re.compile("|".join(STEP_PATTERNS))
 
 
+#: literals of the anchors that read a digit's value (``got 0``, ``[Errno 98]``, ``GPU0``, ``IPv4``):
+#: a text holding one may start a message where a text of the same shape with other digits does
+#: not (tests/test_fastpath.py checks that every anchor with a digit in it holds one of them)
+DIGIT_ANCHOR_WORDS = ("IPv", "got ", "Errno", "GPU")
+# digits masked in place (as the grammar's position-exact shape keys do): where anchors start
+# is the same for every text of such a shape, since no other anchor tells one digit from another
+_MASK_DIGITS = bytes.maketrans(b"0123456789", b"\0\0\0\0\0\0\0\0\0\0")
+_STARTS: dict[bytes, tuple[int, ...]] = {}
+#: shapes whose anchor positions are remembered, and the longest text remembered (a PyTorch error
+#: line costs one scan of the alternation per character, ~26 us for 300 characters, and each rank
+#: prints the same few; at most ~10 MB of keys for a hostile log of distinct long lines)
+MAX_REMEMBERED = 10_000
+MAX_REMEMBERED_CHARS = 1024
+
+
 def anchor_starts(body: str) -> list[int]:
-    """Positions where a known message may start in ``body``, in order."""
+    """Positions where a known message may start in ``body``, in order (remembered by the
+    body's position-exact shape, where no anchor can tell its digits apart)."""
+    if len(body) > MAX_REMEMBERED_CHARS or not body.isascii() or any(w in body for w in DIGIT_ANCHOR_WORDS):
+        return _anchor_starts(body)
+    key = body.encode().translate(_MASK_DIGITS)
+    hit = _STARTS.get(key)
+    if hit is None:
+        hit = tuple(_anchor_starts(body))
+        if len(_STARTS) < MAX_REMEMBERED:
+            _STARTS[key] = hit
+    return list(hit)
+
+
+def _anchor_starts(body: str) -> list[int]:
     starts = [m.start() for m in _ANCHORS.finditer(body)]
     for lit, rx in GUARDED_ANCHORS:
         if lit in body:

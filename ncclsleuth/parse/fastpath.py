@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from .. import events as E
-from .anchors import GUARDED_ANCHORS, anchor_starts
+from .anchors import DIGIT_ANCHOR_WORDS, GUARDED_ANCHORS, anchor_starts
 from .grammar import SIMPLE_NCCL_LINE, STATEFUL_RULES, ShapeCache, fixed_key
 
 
@@ -85,12 +85,6 @@ def learn(plans: dict[bytes, tuple[Any, ...]], cache: ShapeCache, sink: Sink, li
             plans[fkey] = plan
         return
     plans[fkey] = _decide(hit, sink, line, events)
-
-
-#: literals of the anchors that read a digit's value (``got 0``, ``[Errno 98]``, ``GPU0``, ``IPv4``):
-#: a body holding one may start a message in a line of the same shape with other digits
-#: (tests/test_fastpath.py checks that every anchor with a digit in it is covered)
-DIGIT_ANCHOR_WORDS = ("IPv", "got ", "Errno", "GPU")
 
 
 def _other_plan(line: str, events: list[E.Event]) -> tuple[Any, ...] | None:

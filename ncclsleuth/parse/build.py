@@ -661,15 +661,22 @@ def _type_names(annotation: str) -> set[str]:
     return out
 
 
+_BY_NAME: dict[type, dict[str, Any]] = {}
+
+
 def _typed(cls: type[E.Event], f: Fields) -> Fields:
+    """The fields of ``f`` that ``cls`` declares, stripped and converted: a walk over the
+    handful of fields a line has, not over the class's (a dozen with the base's)."""
+    conv = _BY_NAME.get(cls)
+    if conv is None:
+        conv = _BY_NAME[cls] = dict(_converters(cls))
     out: Fields = {}
-    for name, fn in _converters(cls):
-        if name not in f:
-            continue
-        v = f[name]
-        if isinstance(v, str):
-            v = v.strip()
-            if fn is not None:
-                v = fn(v)
-        out[name] = v
+    for name, v in f.items():
+        if name in conv:
+            if isinstance(v, str):
+                v = v.strip()
+                fn = conv[name]
+                if fn is not None:
+                    v = fn(v)
+            out[name] = v
     return out

@@ -33,6 +33,17 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _GRAMMAR = os.path.join(_HERE, "messages.lark")
 # Value runs masked in a shape: explicit hex (pointers, commIds) and digit runs.
 _DIGITS = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
+# The same runs (tests/test_shape_cache.py compares them), written to start with a character
+# set: the regex engine then skips to the next digit in C instead of trying the alternation at
+# every character (a 200-character PyTorch line: 13 -> 2 us ASCII, 6 us not).  In ASCII text
+# [0-9] is \d.
+_RUNS_ASCII = re.compile(r"([0-9](?:(?<=0)x[0-9a-fA-F]+|[0-9]*))")
+_RUNS = re.compile(r"(\d(?:(?<=0)x[0-9a-fA-F]+|\d*))")
+
+
+def value_runs(text: str) -> list[str]:
+    """``text`` split at its value runs (``_DIGITS``): literal, run, literal, ..., literal."""
+    return (_RUNS_ASCII if text.isascii() else _RUNS).split(text)
 
 RawFields = dict[str, Any]  # name -> str | list[str]
 
@@ -214,7 +225,7 @@ class ShapeCache:
     def parse(self, text: str) -> tuple[str, RawFields] | None:
         if not self.enabled:
             return _parse_plain(text)
-        parts = _DIGITS.split(text)
+        parts = value_runs(text)
         key = "\x00".join(parts[0::2]) if len(parts) > 1 else text
         tpl = self._shapes.get(key, _MISS)
         if tpl is _MISS and self._store is not None:
@@ -489,7 +500,7 @@ def line_template(text: str, parts: list[str]) -> Template | None:
 
 def split_line(text: str) -> tuple[list[str], str]:
     """The value-run split of a line and its shape key."""
-    parts = _DIGITS.split(text)
+    parts = value_runs(text)
     return parts, "\x00".join(parts[0::2])
 
 

@@ -179,7 +179,7 @@ def _split_mpi(line: str) -> list[str]:
 def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tuple[int, int]:
     """Peel anchored wrappers off ``s[pos:end]`` until none matches; record rank, timestamp
     and level.  Returns the bounds of what is left (offsets: nothing is copied)."""
-    pos = _SPACE.match(s, pos, end).end()  # type: ignore[union-attr]  # \s* always matches
+    pos = _skip_space(s, pos, end)
     bold = s.startswith("**", pos, end)
     if s.endswith("across cluster]", pos, end):
         r = s.rfind(_RAY_SUFFIX, pos, end)
@@ -189,8 +189,9 @@ def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tupl
         m = _WRAP.match(s, pos, end)
         if not m or m.end() == pos:
             break
-        _absorb(m.groupdict(), meta)
-        pos = _SPACE.match(s, m.end(), end).end()  # type: ignore[union-attr]
+        if m.lastindex is not None:  # a wrapper that says something (not [c10d], a quote, ...)
+            _absorb(m.groups(), meta)
+        pos = _skip_space(s, m.end(), end)
     while end > pos and s[end - 1] == "`":
         end -= 1
     if bold and end - pos >= 2 and s.endswith("**", pos, end):
@@ -198,20 +199,42 @@ def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tupl
     return pos, end
 
 
-def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
-    for key in ("mpi", "lr", "slurm", "rep"):
-        if g[key] is not None and "rank" not in meta:
-            meta["rank"] = int(g[key])  # type: ignore[arg-type]
-    for key in ("iso", "bts", "nts", "hts", "syslog", "gts", "pts"):
-        if g[key] and "ts" not in meta:
-            meta["ts"] = g[key]
-    for key in ("glvl", "plvl", "llvl", "rlvl", "elvl", "blvl", "nlvl"):
-        if g[key]:
-            meta["level"] = _LVL[g[key]]  # type: ignore[index]
-    if g["pg"] is not None:
-        meta["pg"] = g["pg"]
-        meta["pg_rank"] = int(g["pgr"])  # type: ignore[arg-type]
-        meta.setdefault("rank", int(g["pgr"]))  # type: ignore[arg-type]
+def _skip_space(s: str, pos: int, end: int) -> int:
+    """``pos`` past the white space there (the regex only where there is some: most wrappers
+    take their own trailing space)."""
+    if pos < end and s[pos].isspace():
+        return _SPACE.match(s, pos, end).end()  # type: ignore[union-attr]  # \s* always matches
+    return pos
+
+
+#: what each group of _WRAP says, in group order: a launcher rank, a timestamp, a level, a
+#: process group (with its rank), or nothing (ray, pgr: read with pg)
+_ROLE = {"mpi": "rank", "lr": "rank", "slurm": "rank", "rep": "rank",
+         "iso": "ts", "bts": "ts", "nts": "ts", "hts": "ts", "syslog": "ts", "gts": "ts", "pts": "ts",
+         "glvl": "level", "plvl": "level", "llvl": "level", "rlvl": "level", "elvl": "level", "blvl": "level",
+         "nlvl": "level", "pg": "pg"}
+_ROLES = tuple(_ROLE.get(name, "") for name, _ in sorted(_WRAP.groupindex.items(), key=lambda kv: kv[1]))
+_PGR = _WRAP.groupindex["pgr"] - 1
+
+
+def _absorb(groups: tuple[str | None, ...], meta: dict[str, object]) -> None:
+    """Record what one wrapper said (its groups: only one alternative's are set)."""
+    for role, v in zip(_ROLES, groups):
+        if v is None or not role:
+            continue
+        if role == "rank":
+            if "rank" not in meta:
+                meta["rank"] = int(v)
+        elif role == "ts":
+            if v and "ts" not in meta:
+                meta["ts"] = v
+        elif role == "level":
+            if v:
+                meta["level"] = _LVL[v]
+        else:  # the process group tag: [PG ID 0 PG GUID 0(default_pg) Rank 3]
+            meta["pg"] = v
+            meta["pg_rank"] = int(groups[_PGR])  # type: ignore[arg-type]
+            meta.setdefault("rank", int(groups[_PGR]))  # type: ignore[arg-type]
 
 
 def _is_float(t: str) -> bool:

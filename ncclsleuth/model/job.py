@@ -38,6 +38,8 @@ TREE_CHANNELS = 2
 #: pack and the readers of ``JobModel.events``): analyze with the shipped rules keeps none of them;
 #: their handlers still fold them into processes and communicators, and their problem lines are kept.
 #: These are the per-rank init lines that made memory grow with ranks (~11 KB a rank).
+#: ``bootstrap_timings`` has no handler: each rank's ``Bootstrap timings`` event was kept on its
+#: rank state and read by nothing (a fact that wants it adds one); its lines are only counted.
 UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", "init_timings", "nccl_version",
                           "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected"})
 
@@ -92,7 +94,6 @@ class RankState:
     start: E.CommInit | None = None
     complete: E.CommInit | None = None
     timings: E.InitTimings | None = None
-    bootstrap_timings: E.BootstrapTimings | None = None
     local_rank: int | None = None
     nnodes: int | None = None
 
@@ -527,15 +528,6 @@ def _h_timings(m: JobModel, ev: E.InitTimings, p: Process | None) -> None:
     _rank(m, key, ev.comm_rank, ev).timings = ev
 
 
-def _h_bt(m: JobModel, ev: E.BootstrapTimings, p: Process | None) -> None:
-    c = m.current_comm(ev)
-    if c is None or p is None:
-        return
-    for key, r in p.comm_ranks:
-        if key == c.key and r in c.ranks:
-            c.ranks[r].bootstrap_timings = ev
-
-
 def _h_info(m: JobModel, ev: E.CommInfo, p: Process | None) -> None:
     key = m._proc_comm.get(_pkey(ev))
     if key and ev.comm_rank is not None:
@@ -635,7 +627,6 @@ _HANDLERS: dict[str, Any] = {
     "net_plugin": _h_plugin,
     "comm_init": _h_init,
     "init_timings": _h_timings,
-    "bootstrap_timings": _h_bt,
     "comm_info": _h_info,
     "ring": _h_ring,
     "trees": _h_trees,

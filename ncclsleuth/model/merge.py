@@ -94,7 +94,7 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
                 into.n_ranks += 1
             continue
         for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "start", "complete", "timings",
-                     "bootstrap_timings", "local_rank", "nnodes"):
+                     "local_rank", "nnodes"):
             if getattr(mine, name) is None:
                 setattr(mine, name, getattr(st, name))
     for ch, order in b.rings.items():

@@ -179,3 +179,23 @@ def test_other_plan_refuses_a_body_an_anchor_could_start_in():
     plan = fastpath._other_plan(ok.text, [ok])
     assert plan is not None and plan[0] == fastpath.OTHER
     assert fastpath._other_event(plan, "f", 1, ok.text).to_dict() == ok.to_dict()
+
+
+def test_event_plans_make_the_events_the_full_parser_makes(tmp_path, monkeypatch):
+    """Lines of a templated shape whose event the model reads (versions, settings, comm init,
+    timings) get the EVENT plan: their events straight from the template, the same events as
+    the full parser's, in the same order."""
+    job = _job(tmp_path, "one-file", ranks=16, comms=2, channels=4, noise=5)
+    (inp,) = discover([str(job)]).files
+    made: dict[bool, list[list[dict[str, object]]]] = {}
+    for on in (True, False):
+        monkeypatch.setattr(L.fastpath, "ENABLED", on)
+        shapes = ShapeCache(store=False)
+        model = parse_one(inp, True, shapes, UNREAD_KINDS)[0]
+        plans = [p for table in shapes.plan_tables.values() for p in table.values()]
+        assert any(p[0] == fastpath.EVENT for p in plans) == on
+        made[on] = [[ev.to_dict() for ev in evs] for _, evs in sorted(model.events.items())]
+        if on:
+            timed = [st.timings for c in model.comms.values() for st in c.ranks.values() if st.timings]
+    assert made[True] == made[False] and any(made[True])
+    assert timed  # the Init timings lines reached their rank states

@@ -16,8 +16,11 @@ lines (:meth:`~ncclsleuth.model.job.JobModel.needs_event`):
 * ``OTHER``: a message the grammar does not know (``threadThresholds 8/8/64 | ...``,
   ``cudaDriverVersion 12040``: each rank prints a dozen): its ``nccl_other`` event cut from
   the line by position, without the envelope, the grammar and the anchors it found nothing in;
-* ``SLOW``: everything else (an event the model reads, a shape with pointers, a line
-  the templates do not cover): the full parser, every time.
+* ``EVENT``: an event the model reads, of a shape with a template: the event made from the
+  template at once (what the full parser does first with such a line), the full parser only
+  where the template's fields make no event of their own;
+* ``SLOW``: everything else (a shape with pointers, a line the templates do not cover, a
+  message whose meaning spans lines): the full parser, every time.
 
 No event, field dict or template fill is made for ``CONN`` and ``TOUCH`` lines.  The
 plans depend on what the model keeps (the run's rules), so a plan table belongs to a
@@ -28,6 +31,7 @@ full parser did with the line it just parsed, so the result is the same as witho
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import events as E
@@ -51,7 +55,7 @@ class Sink(Protocol):
 
     def add(self, ev: E.Event) -> None: ...
 
-CONN, TOUCH, SLOW, OTHER = 1, 2, 3, 5
+CONN, TOUCH, SLOW, OTHER, EVENT = 1, 2, 3, 5, 6
 #: what :func:`fast_line` says besides ``SLOW``: the line is done, or its shape has no plan yet
 DONE, NONE = 0, 4
 _SLOW = (SLOW,)
@@ -118,7 +122,7 @@ def _other_event(plan: tuple[Any, ...], source: str, n: int, line: str) -> E.Ncc
 
 
 def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events: list[E.Event]) -> tuple[Any, ...]:
-    """CONN, TOUCH or SLOW for a shape (see the module doc)."""
+    """CONN, TOUCH, EVENT or SLOW for a shape (see the module doc)."""
     rule, _fill, spans = hit
     if rule in STATEFUL_RULES or rule.startswith("ws_"):
         return _SLOW
@@ -130,19 +134,26 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
         start = src[0]
         return (CONN, hp_end, start, (src[0] - start, src[1] - start), (dst[0] - start, dst[1] - start),
                 (via[0] - start, via[1] - start))
+    # the parser's first step for any line of the shape is its template: a redraw or a colour
+    # code would have had the line split first (``FileParser._line``)
+    event = (EVENT, rule, hit[1]) if "\r" not in line and "\x1b" not in line else _SLOW
     if len(events) != 1:
-        return _SLOW
+        return event
     ev = events[0]
     # nccl_other: its event is the envelope path's; a rank, a time or a problem do more than touch
     if (ev.kind == "nccl_other" or sink.needs_event(ev.kind) or ev.rank is not None or ev.ts
             or ev.is_problem or ev.pid is None or line[:hp_end] != f"{ev.host}:{ev.pid}"):
-        return _SLOW
+        return event
     return (TOUCH, hp_end, ev.kind)
 
 
-def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str) -> int:
+def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str,
+              make: Callable[[int, str, str, Any], bool]) -> int:
     """Do what the plan of ``line``'s shape says: ``DONE``; else the full parser's turn,
-    ``SLOW`` (its plan) or ``NONE`` (no plan yet: :func:`learn` from what the parser made)."""
+    ``SLOW`` (its plan, or an ``EVENT`` line whose template did not make its event) or ``NONE``
+    (no plan yet: :func:`learn` from what the parser made).  ``make(n, line, rule, fill)``: the
+    parser's event of a templated line, handed to the sink (False: none, the line goes the full
+    way, as it would have after its template)."""
     plan = plans.get(fixed_key(line)) if line.isascii() else _SLOW
     if plan is None:
         return NONE
@@ -159,6 +170,8 @@ def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: i
             sink.bind(source, n, hp)
             sink.touch(n, hp, plan[2])
         return DONE
+    if what == EVENT:
+        return DONE if make(n, line, plan[1], plan[2]) else SLOW
     if what == OTHER:
         sink.add(_other_event(plan, source, n, line))
         return DONE

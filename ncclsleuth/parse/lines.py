@@ -268,7 +268,8 @@ class FileParser:
                 end = find("\n", nxt)
                 end = size if end < 0 else end
                 line = text[info:end]
-                said = fastpath.fast_line(plans, self.sink, self.source, n, line)  # type: ignore[arg-type]
+                said = fastpath.fast_line(plans, self.sink, self.source, n, line,  # type: ignore[arg-type]
+                                          self._templated)
                 if said:
                     self._bpos = info
                     evs = self._line(n, line)
@@ -522,6 +523,19 @@ class FileParser:
         if ev is None or type(ev) is not type(old) or _said(ev) <= _said(old):
             return False
         held.rec, held.events, held.joins = rec, [ev], held.joins + 1
+        return True
+
+    def _templated(self, lineno: int, text: str, rule: str, fill: Any) -> bool:
+        """The ``EVENT`` plan's line (:mod:`.fastpath`): its event from its template, handed to
+        the sink, as ``_record_line_events`` does first; False where that makes no event (the
+        caller then parses the line the full way, which tries the template again and goes on)."""
+        try:
+            ev = self._from_raw(lineno, text, rule, fill(text))
+        except Exception:  # noqa: BLE001 - the full way handles (and counts) a line that breaks
+            return False
+        if ev is None or ev is _FOLDED:
+            return ev is _FOLDED
+        self.sink.add(ev)  # type: ignore[union-attr]  # plans exist only with a sink
         return True
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:

@@ -119,18 +119,31 @@ def last_progress(blocks: list[tuple[int, str]]) -> Found | None:
     return None
 
 
+#: any of the progress anchors in a line (one search instead of one per literal)
+_ANY_ANCHOR = re.compile("|".join(re.escape(a) for a in _ANCHORS))
+
+
 def per_rank(blocks: list[tuple[int, str]]) -> tuple[dict[int | None, Found], dict[int | None, Found]]:
-    """Each rank prefix's last line and last progress line (``None``: lines without one)."""
+    """Each rank prefix's last line and last progress line (``None``: lines without one).
+
+    Every line of up to ``TAIL_CHARS_MULTI`` (100,000 lines of an interleaved file) is looked
+    at, so the loop does the least per line: the lines come from one ``split``, a blank line
+    is told by ``isspace`` (no copy), the rank by one regex match, the anchors by one search."""
     last: dict[int | None, Found] = {}
     prog: dict[int | None, Found] = {}
-    for n, s in _lines_back(blocks):
-        if not s.strip():
-            continue
-        r = rank_of(s)
-        if r not in last:
-            last[r] = Found(n, s)
-        if r not in prog and any(a in s for a in _ANCHORS):
-            p = progress(s)
-            if p is not None:
-                prog[r] = Found(n, s, p)
+    match, anchor = _RANK.match, _ANY_ANCHOR.search
+    for first, text in reversed(blocks):
+        lines = text.split("\n")
+        for i in range(len(lines) - 1, -1, -1):
+            s = lines[i]
+            if not s or s.isspace():
+                continue
+            m = match(s)
+            r = None if m is None else int(next(g for g in m.groups() if g is not None))
+            if r not in last:
+                last[r] = Found(first + i, s)
+            if r not in prog and anchor(s) is not None:
+                p = progress(s)
+                if p is not None:
+                    prog[r] = Found(first + i, s, p)
     return last, prog

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from .. import events as E
 from ..events.nccl import via_fields
+from ..util.classes import dataclass
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:

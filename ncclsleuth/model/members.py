@@ -30,7 +30,7 @@ from .job import JobModel
 from .tracks import Track
 
 
-@dataclass
+@dataclass(slots=True)
 class Exit:
     """What the elastic agent said about one worker."""
 
@@ -45,7 +45,7 @@ class Exit:
         return self.exitcode == -15
 
 
-@dataclass
+@dataclass(slots=True)  # one per rank: no dict each
 class Member:
     """One rank of the job (or, ``rank`` None, the unattributed lines of one file)."""
 

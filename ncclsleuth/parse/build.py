@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events as E
+from ..events.base import share
 from ..events.nccl import as_int, via_fields
 from ..util.rxstore import rx
 from . import host as _host
@@ -226,7 +227,8 @@ def _b_phases(f: Fields) -> None:
     if "tfunc" in f:
         f["func"] = f.pop("tfunc")
     toks = f.pop("phases", [])
-    f["phases"] = tuple((k, float(v)) for k, v in zip(toks[0::2], toks[1::2]))
+    # each (phase, seconds) pair shared: every rank prints the same names, and mostly the same times
+    f["phases"] = tuple(share((share(k), float(v))) for k, v in zip(toks[0::2], toks[1::2]))
 
 
 def _b_trace(f: Fields) -> None:

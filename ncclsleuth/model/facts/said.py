@@ -31,7 +31,7 @@ WAITING = frozenset({"collective_timeout", "collective_desync", "straggler", "re
                      "network_blocked", "slow_init"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Said:
     """One line's verdict: which of the four kinds, and the knowledge base's reading."""
 

@@ -43,7 +43,7 @@ MINORITY_MAX = 8
 # --------------------------------------------------------------------------- what each rank reported
 
 
-@dataclass
+@dataclass(slots=True)  # one per rank: no dict each
 class Report:
     """What one member reported: its lines with their verdicts, the first of each kind."""
 

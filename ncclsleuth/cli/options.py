@@ -168,7 +168,7 @@ def terminal_width(to_file: bool = False, stream: Any = None) -> int | None:
         from rich.console import Console
 
         return max(20, Console().width)
-    return max(20, int(columns)) if columns.isdigit() and int(columns) > 0 else None
+    return max(20, int(columns)) if columns.isdecimal() and int(columns) > 0 else None
 
 
 #: output suffix -> format (``-o report.json`` writes JSON)

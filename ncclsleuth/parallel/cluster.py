@@ -56,7 +56,7 @@ def parse_scheduler(spec: str) -> tuple[str, int | None]:
     """``local:N`` -> ("local", N); ``tcp://host:8786`` (any dask address) -> (address, None)."""
     if spec == "local" or spec.startswith("local:"):
         n = spec.partition(":")[2] or "0"
-        if not n.isdigit():
+        if not n.isdecimal():
             raise ValueError(f"--scheduler {spec!r}: expected local:N with N worker processes")
         return "local", int(n) or None
     if "://" not in spec:

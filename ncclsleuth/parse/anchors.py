@@ -111,7 +111,7 @@ PREFILTER = rx(first_char_trie(tuple(re.escape(k) for k in KEYWORDS) + KEYWORD_R
 #: character, and four of them ("terminate called", ": error: ", ...) made the prefilter twice
 #: as slow on training output. A block is scanned with ``PREFILTER_RARE`` unless one of these
 #: literals is in it (``str.find`` per literal, at C speed): the same matches either way.
-COMMON_FIRST_KEYWORDS = tuple(k for k in KEYWORDS if k[:1].islower() or k[:1].isdigit() or k[:1] in ": ")
+COMMON_FIRST_KEYWORDS = tuple(k for k in KEYWORDS if k[:1].islower() or k[:1].isdecimal() or k[:1] in ": ")
 PREFILTER_RARE = rx(first_char_trie(
     tuple(re.escape(k) for k in KEYWORDS if k not in COMMON_FIRST_KEYWORDS) + KEYWORD_RX))
 

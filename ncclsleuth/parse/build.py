@@ -250,7 +250,7 @@ def _b_chans(f: Fields) -> None:
     # tokens: N channels , N collnet channels , ... , N p2p channels per peer
     num, what = None, "coll"
     for t in f.pop("chans", []):
-        if t[:1].isdigit():
+        if t[:1].isdecimal():
             num, what = t, "coll"
         elif t.startswith("channels"):
             f["p2p_per_peer" if t.endswith("peer") else what] = _int(num)

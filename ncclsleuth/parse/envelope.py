@@ -216,11 +216,11 @@ def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
 
 def _is_float(t: str) -> bool:
     a, dot, b = t.partition(".")
-    return bool(dot) and a.isdigit() and b.isdigit()
+    return bool(dot) and a.isdecimal() and b.isdecimal()
 
 
 def _int(x: str | None) -> int | None:
-    return int(x) if x is not None and x.isdigit() else None
+    return int(x) if x is not None and x.isdecimal() else None
 
 
 def _prefix_fields(pre: str) -> tuple[dict[str, object], int]:
@@ -252,7 +252,7 @@ def _prefix_fields(pre: str) -> tuple[dict[str, object], int]:
             take()
         if i >= 0 and _is_float(toks[i]):
             take()
-    if i >= 0 and len(toks[i]) > 2 and toks[i][0] == "[" and toks[i][-1] == "]" and toks[i][1:-1].isdigit():
+    if i >= 0 and len(toks[i]) > 2 and toks[i][0] == "[" and toks[i][-1] == "]" and toks[i][1:-1].isdecimal():
         f["dev"] = int(toks[i][1:-1])
         take()
     if i >= 0 and toks[i].count(":") >= 1:
@@ -261,7 +261,7 @@ def _prefix_fields(pre: str) -> tuple[dict[str, object], int]:
             f["host"] = parts[0] or None
             f["pid"], f["tid"] = _int(parts[1]), _int(parts[2])
             take()
-        elif len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+        elif len(parts) == 2 and parts[0].isdecimal() and parts[1].isdecimal():
             f["pid"], f["tid"] = int(parts[0]), int(parts[1])
             take()
         elif len(parts) == 2 and parts[0] and parts[1].isalnum():  # pid:tid redacted to one field

@@ -160,7 +160,7 @@ def _b_crash(f: Fields) -> None:
         f.setdefault("signal", hit[0])
         f.setdefault("signum", hit[1])
     num = f.get("signum")
-    if "signal" not in f and num is not None and str(num).isdigit():
+    if "signal" not in f and num is not None and str(num).isdecimal():
         f["signal"] = SIGNUMS.get(int(num), f"signal {num}")
     if "signum" not in f and f.get("signal"):
         f["signum"] = next((n for name, n in SIGNALS.values() if name == f["signal"]), None)
@@ -173,7 +173,7 @@ def _b_ulimit(f: Fields) -> None:
     f["unit"] = opt.split(",")[0] if "," in opt else None
     value = str(f.pop("limit", "")).strip()
     f["value"] = value
-    f["amount"] = value if value.isdigit() else None
+    f["amount"] = value if value.isdecimal() else None
 
 
 def _b_acs(f: Fields) -> None:

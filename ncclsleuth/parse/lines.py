@@ -710,7 +710,7 @@ class FileParser:
             ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
             if ev is not None:
                 return ev
-        if body[:1] == " " or body[:1].isdigit():
+        if body[:1] == " " or body[:1].isdecimal():
             if _ROW.match(body):
                 ev = self._parse_at(rec, body, len(body) - len(body.lstrip()), lineno, text)
                 if ev is not None:

@@ -61,7 +61,7 @@ def _ranks(text: str) -> list[int]:
     out: list[int] = []
     for part in text.replace(" ", "").split(","):
         a, _, b = part.partition("-")
-        if a.isdigit() and (not b or b.isdigit()):
+        if a.isdecimal() and (not b or b.isdecimal()):
             out.extend(range(int(a), int(b or a) + 1) if not b or int(b) - int(a) < 65536 else [int(a)])
     return out
 
@@ -108,7 +108,7 @@ class RasReportParser:
     def _ev(self, lineno: int, raw: str, what: str, g: dict[str, Any]) -> RasReport:
         def num(key: str) -> int | None:
             v = g.get(key)
-            return int(v) if isinstance(v, (str, int)) and str(v).isdigit() else None
+            return int(v) if isinstance(v, (str, int)) and str(v).isdecimal() else None
 
         status = g.get("status") or g.get("error")
         ops: int | None = num("ops")

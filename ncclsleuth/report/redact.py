@@ -142,7 +142,7 @@ class Redactor:
         if not host:
             return
         h = host.strip().strip("[]()<>,;'\"").rstrip(".")
-        if (not h or len(h) < 2 or len(h) > MAX_ID or h.lower() in _NOT_HOSTS or h.isdigit() or h in self.mapping
+        if (not h or len(h) < 2 or len(h) > MAX_ID or h.lower() in _NOT_HOSTS or h.isdecimal() or h in self.mapping
                 or h in self._given):
             return
         ip = self._ip(h)
@@ -152,14 +152,14 @@ class Redactor:
             else:
                 self.add_ipv6(h)
             return
-        if weak and not any(c.isdigit() or c in ".-" for c in h):
+        if weak and not any(c.isdecimal() or c in ".-" for c in h):
             return
         short = h.split(".", 1)[0]
         ph = self.mapping.get(short) if short != h else None
         kind = "pod" if _POD.fullmatch(short) else "host"
         ph = ph or self._add(h, kind)
         self._put(h, ph)
-        if short != h and len(short) >= 2 and not short.isdigit() and short.lower() not in _NOT_HOSTS:
+        if short != h and len(short) >= 2 and not short.isdecimal() and short.lower() not in _NOT_HOSTS:
             self._put(short, ph)
         m = _IP_NAME.fullmatch(h)
         if m is not None:  # the name is a host's: its address gets the address placeholders
@@ -179,7 +179,7 @@ class Redactor:
         mapped = ipaddress.IPv6Address(b"\0" * 10 + b"\xff\xff" + b)
         iid = int.from_bytes(b"\0\0\xff\xff" + b, "little")  # NCCL's RoCE interface id, %lX of the raw bytes
         for key in (addr, b.hex(), b[::-1].hex(), f"ip-{dashed}", dashed, f"{iid:X}", f"{iid:x}"):
-            if not key.isdigit():
+            if not key.isdecimal():
                 self._put(key, ph)
                 self._put(key.upper(), ph)
         for key in (f"::ffff:{ip}", mapped.compressed, mapped.exploded):  # IPv4-mapped: still says so
@@ -208,7 +208,7 @@ class Redactor:
         if iid > 0xFFFF:
             keys += [f"{iid:X}"]
         for key in keys:
-            if not key.isdigit():
+            if not key.isdecimal():
                 self._put(key, ph)
                 self._put(key.upper(), ph)
                 self._put(key.lower(), ph)

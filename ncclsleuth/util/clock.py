@@ -59,7 +59,7 @@ def stamp(ts: str | None) -> Stamp | None:
     m = _DATE.search(ts)
     if m is not None:
         mon = m.group(1)
-        month = int(mon) if mon.isdigit() else _MONTHS.get(mon, 0)
+        month = int(mon) if mon.isdecimal() else _MONTHS.get(mon, 0)
         return Stamp(_at(month, int(m.group(2)), m.group(3), m.group(4), m.group(5)) + _frac(m.group(6)), True)
     m = _GLOG.match(ts)
     if m is not None:

@@ -141,3 +141,17 @@ _TREES = ("gpu-node-03:41133:4113s [3] NCCL INFO Channel node001:88133:88173 [6]
 
 def test_fuzz_regression_glued_trees_line():
     analyze_bytes((_TREES + "\n").encode())
+
+
+# ``str.isdigit`` is true for superscripts ("³") that ``int`` refuses: a number field holding
+# one raised ValueError out of ``peel`` (tools/fuzz.py, seed 20261201, input 7xx,xxx).
+_SUPERSCRIPT = "step 0 loss 0.7201 time 401.3ms427:41\u00b3427:41 [5] NCCL INFO NCCL version 2.23.4"
+
+
+def test_fuzz_regression_superscript_digit_in_pid():
+    rec = peel(_SUPERSCRIPT)[-1]
+    assert (rec.family, rec.body, rec.pid, rec.tid, rec.dev) == ("nccl", "NCCL version 2.23.4", None, 41, 5)
+
+
+def test_fuzz_regression_superscript_digit_analyze():
+    analyze_bytes((_SUPERSCRIPT + "\n").encode())

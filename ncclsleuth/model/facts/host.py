@@ -42,7 +42,7 @@ def host_name(model: JobModel, ev: E.Event) -> str | None:
 
 
 def _path_rank(cell: str) -> int:
-    return PATH_RANK.get("NV#" if cell.startswith("NV") and cell[2:].isdigit() else cell, 10)
+    return PATH_RANK.get("NV#" if cell.startswith("NV") and cell[2:].isdecimal() else cell, 10)
 
 
 # ---------------------------------------------------------------------- RDMA ports
@@ -139,7 +139,7 @@ def _configured_gid_index(model: JobModel) -> tuple[int, E.Event | None] | None:
     for ev in model.events.get("env_setting", ()):
         if getattr(ev, "name", "") == "NCCL_IB_GID_INDEX":
             vals.setdefault(str(getattr(ev, "value", "")).strip(), ev)
-    good = {k: v for k, v in vals.items() if k.lstrip("-").isdigit() and int(k) >= 0}
+    good = {k: v for k, v in vals.items() if k.lstrip("-").isdecimal() and int(k) >= 0}
     if len(good) != 1:
         return None
     key, shown = next(iter(good.items()))

@@ -1,12 +1,14 @@
 """JobModel: processes, hosts, communicators, ranks, and the events rules look at."""
 from __future__ import annotations
 
+from array import array
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from .. import events as E
 from ..events.nccl import via_fields
+from ..util.classes import dataclass
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", 
                           "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected"})
 
 
-@dataclass
+@dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class Process:
     """One OS process (host, pid): its versions, settings and network choices."""
 
@@ -80,7 +82,7 @@ class Process:
         return f"{self.host or self.source}:{self.pid if self.pid is not None else '?'}"
 
 
-@dataclass
+@dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class RankState:
     """One rank of one communicator."""
 
@@ -98,7 +100,7 @@ class RankState:
     nnodes: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class Comm:
     """A communicator (keyed by commId where the log prints it)."""
 
@@ -139,8 +141,9 @@ class JobModel:
         self._block: dict[str, Any] | None = None
         self.nccltests_rows: list[E.NcclTestsRow] = []
         self._proc_comm: dict[tuple[str, int | None], str] = {}
-        #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them
-        self.step_times: dict[int | str, list[float]] = {}
+        #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them (doubles,
+        #: 8 bytes each, not a float object and a pointer: 32 bytes each)
+        self.step_times: dict[int | str, array[float]] = {}
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
         #: (launcher rank or None, file) -> what that rank did there (:mod:`.tracks`)
@@ -601,7 +604,9 @@ def _h_step(m: JobModel, ev: E.StepTime, p: Process | None) -> None:
     key: int | str = ev.rank if ev.rank is not None else ev.source
     if key not in m.step_times and not m._room("ranks", len(m.step_times), MAX_RANKS):
         return
-    times = m.step_times.setdefault(key, [])
+    times = m.step_times.get(key)
+    if times is None:
+        times = m.step_times[key] = array("d")
     if len(times) < STEP_SAMPLES:
         times.append(ev.ms)
     m.step_evidence.setdefault(key, ev)

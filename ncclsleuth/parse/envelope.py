@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from ..util.rxstore import rx
+
 LEVELS = frozenset(("INFO", "WARN", "TRACE", "CALL", "ABORT"))
 
 
@@ -43,7 +45,7 @@ _LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "
         "CRITICAL": "ERROR", "FATAL": "FATAL"}
 
 # One wrapper per alternative, all anchored at the start of what is left.
-_WRAP = re.compile(
+_WRAP = rx(
     r"(?:"
     r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
     r"|\((?P<ray>\w+)(?:(?: [\w=]{1,32}){0,3} pid=\d+)?(?:, ip=[\w.:]+)?\) ?"  # Ray actor, vLLM worker
@@ -78,18 +80,18 @@ _RAY_SUFFIX = " [repeated "
 # short attempt) and the rich source column is only tried where a run of spaces starts.
 #: (the URL stops at a bracket too: ``[x](http://a/`` glued 20,000 times scanned to the line's end
 #: from each ``[``, quadratic: 256 KB took minutes)
-_MD_LINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://[^()\[\]\s]*\)")
-_RICH_SRC = re.compile(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
-_MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
-_OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )|^WARN (?=\S)")
-_FILE_LINE = re.compile(r"[\w./+-]+:\d+")
+_MD_LINK = rx(r"\[([^\[\]\s]+)\]\(https?://[^()\[\]\s]*\)")
+_RICH_SRC = rx(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
+_MPI_TAG = rx(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
+_OLD_NCCL = rx(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )|^WARN (?=\S)")
+_FILE_LINE = rx(r"[\w./+-]+:\d+")
 
 
 #: how far before ``NCCL LEVEL`` the ``host:pid:tid [dev] file:line (func)`` prefix is looked
 #: for: NCCL's host name buffer is 1,024 bytes (``src/debug.cc``), so a real prefix is
 #: shorter; a longer window would only make every false start cost more
 PREFIX_WINDOW = 2048
-_SPACE = re.compile(r"\s*")
+_SPACE = rx(r"\s*")
 
 
 def peel(line: str) -> list[Record]:

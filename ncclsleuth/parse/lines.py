@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
+from ..util.classes import dataclass
 from . import fastpath
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks

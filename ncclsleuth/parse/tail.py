@@ -19,9 +19,11 @@ time).  ``optimizer.step()``, ``steps: 16`` and ``global_step`` inside words are
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
+from re import escape as re_escape
 from typing import NamedTuple
+
+from ..util.rxstore import rx
 
 #: characters of the end of a file kept for this scan (a few thousand lines)
 TAIL_CHARS = 256 * 1024
@@ -31,11 +33,11 @@ TAIL_CHARS_MULTI = 8 * 1024 * 1024
 #: candidate lines tried per file of one rank before giving up
 _TRIES = 64
 
-_STEP = re.compile(r"(?<![\w.])(?i:global_step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
-_BAR = re.compile(r"(\d+)/(\d+) +\[(?:(\d+):)?(\d+):(\d\d)<")
+_STEP = rx(r"(?<![\w.])(?i:global_step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
+_BAR = rx(r"(\d+)/(\d+) +\[(?:(\d+):)?(\d+):(\d\d)<")
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "<")
 #: launcher prefixes that say which rank printed a line (as the envelope reads them)
-_RANK = re.compile(r"\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
+_RANK = rx(r"\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
                    r"|\[\d+,(\d+)\]<std")
 
 
@@ -120,7 +122,7 @@ def last_progress(blocks: list[tuple[int, str]]) -> Found | None:
 
 
 #: any of the progress anchors in a line (one search instead of one per literal)
-_ANY_ANCHOR = re.compile("|".join(re.escape(a) for a in _ANCHORS))
+_ANY_ANCHOR = rx("|".join(re_escape(a) for a in _ANCHORS))
 
 
 def per_rank(blocks: list[tuple[int, str]]) -> tuple[dict[int | None, Found], dict[int | None, Found]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from .model.build import parse_one, worker_cache
 from .model.job import UNREAD_KINDS, JobModel
 from .model.merge import merge
 from .parse.grammar import ShapeCache
+from .util.classes import dataclass
 from .util.gcpause import paused
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Options:
     jobs: int | None = 1
     #: parse on a Dask cluster: ``tcp://host:8786`` or ``local:N``
     scheduler: str | None = None
-    #: the shape cache and the templates on disk (results are identical without)
+    #: the shape cache, the templates and the validated rule pack on disk (results are identical without)
     cache: bool = True
     #: use (and save) the process's shape cache; False: a fresh one for this call, not saved
     #: (analyses running in threads at once)
@@ -119,11 +120,11 @@ def load_rules(options: Options) -> list[Rule]:
     errors: list[RuleError] = []
     shipped: list[Rule] = []
     if options.default_rules:
-        shipped, errors = load([default_rule_dir()], keep_going=options.keep_going)
+        shipped, errors = load([default_rule_dir()], keep_going=options.keep_going, cache=options.cache)
     user_dirs = [Path(d) for d in (*options.rule_dirs, *config.get("rules", ()))]
     own: list[Rule] = []
     if user_dirs:
-        own, more = load(user_dirs, keep_going=options.keep_going)
+        own, more = load(user_dirs, keep_going=options.keep_going, cache=options.cache)
         errors += more
     rules, said = override(shipped, own)
     if options.on_rule_error is not None:

@@ -31,7 +31,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from . import api
@@ -46,6 +46,7 @@ from .parse.lines import FileParser
 from .report import Report
 from .rules.findings import Finding
 from .rules.schema import Rule, facts_of
+from .util.classes import dataclass
 
 #: Rules about something that has not happened (yet): reported only once the job is quiet.
 ABSENCE_RULES = frozenset({"INIT001", "INIT002", "TOPO002"})

@@ -47,13 +47,14 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import __version__
+from .util.classes import dataclass
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 60.0

@@ -25,7 +25,8 @@ def test_rule_docs_cache_used_and_identical(tmp_path, monkeypatch):
     where = yamldocs._docs_path("rules", pack)
     assert where is not None and os.path.exists(where)
     calls = []
-    monkeypatch.setattr(engine, "read_yaml", lambda p: calls.append(p))
+    monkeypatch.setattr(yamldocs, "read_yaml", lambda p: calls.append(p))
+    monkeypatch.setattr(engine, "_validated", lambda folder, paths: None)  # past the validated pack
     second, _ = load_rules([pack])
     assert calls == []  # nothing parsed: every doc came from the cache
     assert second == first
@@ -287,3 +288,105 @@ def test_derived_tables_of_two_checkouts_coexist_and_an_edit_replaces_its_own(tm
     assert derived("kb", [str(b)], lambda: table(b)) == {"text": "b"}
     assert builds == ["a.yaml", "b.yaml", "a.yaml"]
     assert len(list((tmp_path / "cache" / "ncclsleuth").glob("kb-*.marshal"))) == 2
+
+
+# --------------------------------------------------------------------------- the validated rule pack
+
+
+def _counting_validate(monkeypatch) -> list[str]:
+    """Record the path of every rule document the schema validates."""
+    seen: list[str] = []
+    real = engine.validate
+
+    def counting(doc, path):  # type: ignore[no-untyped-def]
+        seen.append(path)
+        return real(doc, path)
+
+    monkeypatch.setattr(engine, "validate", counting)
+    return seen
+
+
+def test_validated_pack_is_not_validated_again(tmp_path, monkeypatch):
+    pack = _copy_pack(tmp_path)
+    first, _ = load_rules([pack])
+    checked = _counting_validate(monkeypatch)
+    second, _ = load_rules([pack])
+    assert checked == []  # kept from the first load: no schema check
+    assert second == first
+
+
+def test_edited_rule_file_is_validated_again(tmp_path, monkeypatch):
+    pack = _copy_pack(tmp_path)
+    load_rules([pack])
+    victim = pack / "net" / "NET001.yaml"
+    victim.write_text(victim.read_text(encoding="utf-8").replace("title:", "title: edited -", 1) + "\n",
+                      encoding="utf-8")
+    checked = _counting_validate(monkeypatch)
+    rules, _ = load_rules([pack])
+    assert str(victim) in checked
+    assert next(r.title for r in rules if r.id == "NET001").startswith("edited -")
+
+
+def test_invalid_rule_is_refused_on_every_load(tmp_path):
+    import pytest
+
+    from ncclsleuth.rules.schema import RuleError
+
+    pack = _copy_pack(tmp_path)
+    load_rules([pack])  # a valid pack kept
+    victim = pack / "net" / "NET001.yaml"
+    victim.write_text(victim.read_text(encoding="utf-8") + "\nunknown_key: 1\n", encoding="utf-8")
+    for _ in range(2):  # the error is not kept as valid by the first refusal
+        with pytest.raises(RuleError, match="unknown_key"):
+            load_rules([pack])
+        _, errors = load_rules([pack], keep_going=True)
+        assert [(e.path, e.key) for e in errors] == [(str(victim), "unknown_key")]
+
+
+def test_schema_code_change_validates_the_pack_again(tmp_path, monkeypatch):
+    """The pack is kept per version of the schema's code: any of those files edited, every rule is checked."""
+    pack = _copy_pack(tmp_path)
+    code = tmp_path / "schema.py"
+    code.write_text("# v1\n")
+    real = engine._schema_sources
+    monkeypatch.setattr(engine, "_schema_sources", lambda: [*real(), str(code)])
+    load_rules([pack])
+    code.write_text("# version 2\n")
+    checked = _counting_validate(monkeypatch)
+    load_rules([pack])
+    assert len(checked) == len(list(pack.rglob("*.yaml")))
+
+
+def test_no_cache_validates_every_rule_and_keeps_nothing(tmp_path, monkeypatch):
+    from ncclsleuth import api
+
+    pack = _copy_pack(tmp_path)
+    checked = _counting_validate(monkeypatch)
+    rules = api.load_rules(api.Options(cache=False, default_rules=False, rule_dirs=(str(pack),)))
+    assert len(checked) == len(rules) == len(list(pack.rglob("*.yaml")))
+    folder = cache_dir()
+    assert folder is not None
+    key = engine._pack_key(sorted(pack.rglob("*.yaml")))
+    assert engine.kept(*key, engine._SCHEMA_VERSION) == (False, None)
+    assert yamldocs.cached_docs("rules", pack, sorted(pack.rglob("*.yaml"))) is None
+    checked.clear()
+    api.load_rules(api.Options(cache=False, default_rules=False, rule_dirs=(str(pack),)))
+    assert len(checked) == len(rules)  # again: nothing was kept
+
+
+def test_no_cache_option_reaches_the_rule_loader(tmp_path, monkeypatch):
+    """``analyze --no-cache`` validates the pack afresh (the CLI passes the option through)."""
+    from click.testing import CliRunner
+
+    from ncclsleuth.cli import main
+
+    log = tmp_path / "a.log"
+    log.write_text("h:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n")
+    runner = CliRunner()
+    runner.invoke(main, ["analyze", str(log), "--format", "json"])  # the pack kept
+    checked = _counting_validate(monkeypatch)
+    runner.invoke(main, ["analyze", str(log), "--format", "json"])
+    assert checked == []
+    res = runner.invoke(main, ["analyze", str(log), "--format", "json", "--no-cache"])
+    assert res.exit_code in (0, 1), res.output
+    assert len(checked) == len(list(default_rule_dir().rglob("*.yaml")))

@@ -18,21 +18,33 @@ _PROBE = """
 import sys
 from ncclsleuth.cli import main
 try:
-    main([*sys.argv[1:], "--format", "json", "-o", "/dev/null"])
+    main([*sys.argv[2:], "--format", "json", "-o", "/dev/null"])
 except SystemExit:
     pass
-print(" ".join(m for m in ("ncclsleuth.cli.report", "ncclsleuth.cli.watch", "ncclsleuth.cli.serve", "ncclsleuth.cli.diff",
-                            "ncclsleuth.parse.catalog", "ncclsleuth.live", "ncclsleuth.serve",
-                            "gzip", "bz2", "lzma", "multiprocessing") if m in sys.modules))
+print(" ".join(m for m in sys.argv[1].split(",") if m in sys.modules))
 """
+#: modules a plain ``analyze`` of a text log must not import: other commands, codecs of
+#: inputs it does not have
+OTHER_COMMANDS = ("ncclsleuth.cli.report", "ncclsleuth.cli.watch", "ncclsleuth.cli.serve", "ncclsleuth.cli.diff",
+                  "ncclsleuth.parse.catalog", "ncclsleuth.live", "ncclsleuth.serve",
+                  "gzip", "bz2", "lzma", "multiprocessing")
+#: ... nor, with warm caches, what only a first start needs: the YAML parser (the rule pack
+#: and the knowledge base come from the cache, validated), Lark (the shapes from the
+#: template store), the regex parser's Python half for ncclsleuth's own patterns, and the
+#: modules of inputs and outputs it was not given (dumps of the Flight Recorder are parsed by
+#: frdump, remote stores, redaction, the other renderers, the parallel engines)
+NOT_ON_A_WARM_START = ("yaml", "lark", "hashlib", "pickle", "ncclsleuth.util.yamldocs", "ncclsleuth.parse.frdump",
+                       "ncclsleuth.ingest.remote", "ncclsleuth.report.redact", "ncclsleuth.parallel.pool",
+                       "ncclsleuth.parallel.cluster", "ncclsleuth.renderers.html", "ncclsleuth.renderers.markdown",
+                       "ncclsleuth.model.topology", "ncclsleuth.report.diff", "networkx")
 
 
-def _imported_by_analyze(path: Path) -> set[str]:
-    """Modules of interest imported by ``analyze path``, caches warm (a first run with
+def _imported_by_analyze(path: Path, watch: tuple[str, ...] = OTHER_COMMANDS) -> set[str]:
+    """Modules of ``watch`` imported by ``analyze path``, caches warm (a first run with
     empty caches imports Lark and YAML, which import codecs of their own)."""
     for _ in range(2):
-        out = subprocess.run([sys.executable, "-c", _PROBE, "analyze", str(path)], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run([sys.executable, "-c", _PROBE, ",".join(watch), "analyze", str(path)],
+                             capture_output=True, text=True, check=True).stdout
     return set(out.split())
 
 
@@ -61,3 +73,14 @@ def test_a_compressed_log_imports_its_codec(tmp_path):
     gz = tmp_path / (src.name + ".gz")
     gz.write_bytes(gzip.compress(src.read_bytes()))
     assert _imported_by_analyze(gz) == {"gzip"}
+
+
+def test_a_warm_analyze_imports_only_what_it_uses():
+    """The start-up a chat-ops bot pays per question: no parser of data files whose parsed
+    form is cached, no module of an input or output this run does not have."""
+    assert _imported_by_analyze(LOG, NOT_ON_A_WARM_START) == set()
+
+
+def test_the_probe_sees_an_unneeded_import():
+    """The check above can fail: ``yaml`` imported by the run is reported."""
+    assert _imported_by_analyze(LOG, ("yaml", "ncclsleuth.renderers.json_out")) == {"ncclsleuth.renderers.json_out"}

@@ -10,6 +10,7 @@ import pytest
 from _jobs import generator
 
 from ncclsleuth import api
+from ncclsleuth import events as E
 from ncclsleuth.ingest.sources import discover
 from ncclsleuth.model.build import parse_one
 from ncclsleuth.model.job import UNREAD_KINDS
@@ -115,3 +116,86 @@ def test_plans_are_made_and_used_on_a_dense_log(tmp_path, monkeypatch):
     text = Path(inp.path).read_text()
     conn_lines = sum(1 for ln in text.splitlines() if " NCCL INFO Channel " in ln and " via " in ln)
     assert model.kind_counts["channel_conn"] == conn_lines > 0
+
+
+def test_unknown_messages_get_the_other_plan_and_the_same_events(tmp_path, monkeypatch):
+    """Messages the grammar does not know (``threadThresholds``, ``cudaDriverVersion``) are cut
+    from the line by the OTHER plan: each line still makes its ``nccl_other`` event, the same
+    one the envelope path makes, and the tree edges the model keeps are the same though the
+    parser makes only those."""
+    job = _job(tmp_path, "one-file", ranks=16, comms=1, channels=4, noise=0)
+    (inp,) = discover([str(job)]).files
+    models = {}
+    for on in (True, False):
+        monkeypatch.setattr(L.fastpath, "ENABLED", on)
+        shapes = ShapeCache(store=False)
+        models[on] = parse_one(inp, True, shapes, UNREAD_KINDS)[0]
+        plans = [p for table in shapes.plan_tables.values() for p in table.values()]
+        assert any(p[0] == fastpath.OTHER for p in plans) == on
+    text = Path(inp.path).read_text()
+    unknown = sum(1 for ln in text.splitlines() if " NCCL INFO threadThresholds " in ln)
+    assert unknown > 0
+    fast, slow = ([ev.to_dict() for ev in m.events["nccl_other"]] for m in (models[True], models[False]))
+    assert fast == slow
+    assert sum(1 for d in fast if d["message"].startswith("threadThresholds ")) == unknown
+    trees = {on: {k: {ch: sorted(map(str, es)) for ch, es in c.trees.items()} for k, c in m.comms.items()}
+             for on, m in models.items()}
+    assert trees[True] == trees[False] and any(trees[True].values())
+
+
+def test_digit_anchor_words_cover_every_anchor_that_reads_a_digit():
+    """An OTHER plan is made for a shape only when no anchor can start in its lines; an anchor
+    with a literal digit could start in a line of the same shape with other digits, so each
+    such anchor holds one of the words that keep a shape off the plan."""
+    import re
+
+    from ncclsleuth.parse import anchors as A
+
+    patterns = A.ANCHOR_PATTERNS + A.STEP_PATTERNS + tuple(rx.pattern for _, rx in A.GUARDED_ANCHORS)
+    digit_anchors = [p for p in patterns if re.search(r"[0-9]", re.sub(r"\\[dx]|\{[\d,]+\}", "", p))]
+    assert digit_anchors  # the walk finds some
+    assert [p for p in digit_anchors if not any(w.strip() in p for w in A.DIGIT_ANCHOR_WORDS)] == []
+
+
+def test_anchor_starts_remembered_by_shape_are_the_ones_found():
+    """anchor_starts remembers positions by the text's position-exact shape: the same as a
+    fresh scan for texts of one shape with other digits, and a digit-reading anchor (``got 0``)
+    is not taken from a remembered shape."""
+    from ncclsleuth.parse import anchors as A
+
+    texts = ["[Rank 12] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)",
+             "[Rank 98] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7)",
+             "peer 3 closed: Failed to recv, got 5 bytes", "peer 3 closed: Failed to recv, got 0 bytes"]
+    assert [A.anchor_starts(t) for t in texts] == [A._anchor_starts(t) for t in texts]
+    assert A.anchor_starts(texts[0]) and A.anchor_starts(texts[3]) != A.anchor_starts(texts[2])
+
+
+def test_other_plan_refuses_a_body_an_anchor_could_start_in():
+    ev = E.NcclOther(source="f", line=1, text="h:1:2 [0] NCCL INFO retries 3, got 5",
+                     host="h", pid=1, tid=2, dev=0, level="INFO", message="retries 3, got 5")
+    assert fastpath._other_plan(ev.text, [ev]) is None
+    ok = E.NcclOther(source="f", line=1, text="h:1:2 [0] NCCL INFO threadThresholds 8/8/64",
+                     host="h", pid=1, tid=2, dev=0, level="INFO", message="threadThresholds 8/8/64")
+    plan = fastpath._other_plan(ok.text, [ok])
+    assert plan is not None and plan[0] == fastpath.OTHER
+    assert fastpath._other_event(plan, "f", 1, ok.text).to_dict() == ok.to_dict()
+
+
+def test_event_plans_make_the_events_the_full_parser_makes(tmp_path, monkeypatch):
+    """Lines of a templated shape whose event the model reads (versions, settings, comm init,
+    timings) get the EVENT plan: their events straight from the template, the same events as
+    the full parser's, in the same order."""
+    job = _job(tmp_path, "one-file", ranks=16, comms=2, channels=4, noise=5)
+    (inp,) = discover([str(job)]).files
+    made: dict[bool, list[list[dict[str, object]]]] = {}
+    for on in (True, False):
+        monkeypatch.setattr(L.fastpath, "ENABLED", on)
+        shapes = ShapeCache(store=False)
+        model = parse_one(inp, True, shapes, UNREAD_KINDS)[0]
+        plans = [p for table in shapes.plan_tables.values() for p in table.values()]
+        assert any(p[0] == fastpath.EVENT for p in plans) == on
+        made[on] = [[ev.to_dict() for ev in evs] for _, evs in sorted(model.events.items())]
+        if on:
+            timed = [st.timings for c in model.comms.values() for st in c.ranks.values() if st.timings]
+    assert made[True] == made[False] and any(made[True])
+    assert timed  # the Init timings lines reached their rank states

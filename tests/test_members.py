@@ -74,6 +74,15 @@ def test_each_rank_of_an_interleaved_tail():
     assert {r: f.progress.step for r, f in prog.items()} == {0: 10, 1: 8, 3: 7}  # type: ignore[union-attr]
 
 
+def test_each_rank_of_a_tail_kept_in_blocks_with_blank_lines():
+    """Line numbers count across the kept blocks, blank and white-space lines are no one's last."""
+    blocks = [(1, "[rank0]: step 3 loss 1\nplain line"), (3, "[rank1]: Step [4/9]\n  \t\n\n[rank0]: boom\n")]
+    last, prog = per_rank(blocks)
+    assert {r: (f.line, f.text) for r, f in last.items()} == {
+        0: (6, "[rank0]: boom"), 1: (3, "[rank1]: Step [4/9]"), None: (2, "plain line")}
+    assert {r: (f.line, f.progress.step) for r, f in prog.items()} == {0: (1, 3), 1: (3, 4)}  # type: ignore[union-attr]
+
+
 def test_a_files_rank_from_its_prefix_its_nccl_process_its_name_and_its_sibling():
     m = _model({
         "a.log": "[rank4]: RuntimeError: x\nstep 3 loss 1\n",                   # launcher prefix

@@ -115,3 +115,17 @@ def test_a_line_too_big_to_compile_fills_the_same_every_time(monkeypatch, compil
     spans = {"all": (0, 0, 2 * 16384, None)}
     parts = G._DIGITS.split(lines[3])
     assert G._compile_fill(spans)(parts) == {"all": G._cut(parts, spans["all"])} == {"all": lines[3]}
+
+
+def test_value_runs_split_as_the_plain_pattern():
+    """The fast split (a pattern that starts with a character set) cuts every text where the
+    plain definition of a value run does: hex after 0x, digit runs, non-ASCII digits too."""
+    import random
+
+    from ncclsleuth.parse import grammar as G
+
+    rnd = random.Random(5)
+    alphabet = "0123456789xXabfgAF .:[]\u0663\u0660"
+    texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14))) for _ in range(50_000)]
+    texts += ["0x1f 10x5 00x1 0x x0xg", "comm 0x5587676e6446 rank 12 nranks 1600", "\u0660x1 \u0663\u0660"]
+    assert [G.value_runs(t) for t in texts] == [G._DIGITS.split(t) for t in texts]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from ..util.rxstore import rx
 from . import UserError
 from .exitcodes import EXIT_FINDINGS, EXIT_OK
 
@@ -64,7 +65,7 @@ def settings(path: str | None = None) -> Settings:
         raise UserError(str(exc)) from None
 
 
-_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:i?B)?", re.I)
+_SIZE = rx(r"(\d+)\s*([KMGT]?)(?:i?B)?", re.I)
 
 
 def _size(text: str) -> int:
@@ -107,7 +108,8 @@ limit_options = _stack(
 #: --jobs/-j, --no-cache: how inputs are read
 engine_options = _stack(
     limit_options,
-    click.option("--no-cache", is_flag=True, help="Parse every line with the grammar (no shape cache)."),
+    click.option("--no-cache", is_flag=True,
+                 help="Parse every line with the grammar and validate every rule file (no caches)."),
     click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
                  help="Processes parsing files: this one and N-1 forked workers (default: the machine's cores; "
                       "one process where there is no fork)."),

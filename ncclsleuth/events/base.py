@@ -50,13 +50,57 @@ def _lazy_init(self: Any, *args: Any, **kwargs: Any) -> None:
     _compile_init(type(self))(self, *args, **kwargs)
 
 
+#: equal values of event fields, one object each (see :func:`share`)
+_SHARED: dict[Any, Any] = {}
+#: values kept in ``_SHARED`` at most: when full it starts again (values that repeat are
+#: soon back), so that a log of distinct values (a hostile one: 10^6 host names) costs at
+#: most ~1 MB here
+MAX_SHARED = 1 << 13
+#: strings longer than this are not shared (whole lines, messages: rarely equal)
+SHARE_LEN = 96
+#: field annotations whose values are shared: text, and tuples of value records or pairs
+#: (a host's interface and device lists, an init's phase names and times) that most
+#: processes of a job print alike
+_SHARED_STR = frozenset({"str", "str | None"})
+#: ... but not the line itself, nor its time stamp: (nearly) every one is different
+_UNSHARED = frozenset({"text", "ts"})
+_SHARED_TUPLE = frozenset({"tuple[Iface, ...]", "tuple[IbDev, ...]", "tuple[tuple[str, float], ...]",
+                           "tuple[tuple[str, str], ...]", "tuple[str, ...]", "Iface | None"})
+
+
+def share(value: Any) -> Any:
+    """The one object of the values equal to ``value`` (hashable) this process keeps.
+
+    Events of a 2,048-rank job held 12,288 copies of the same host names, communicator
+    ids, phase names and levels, each a string of its own sliced from its line (~30% of
+    the bytes the model retains per rank); one object per distinct value makes those a
+    pointer each.  Bounded: at ``MAX_SHARED`` distinct values the table starts again."""
+    got = _SHARED.get(value)
+    if got is None:
+        if len(_SHARED) >= MAX_SHARED:
+            _SHARED.clear()
+        _SHARED[value] = got = value
+    return got
+
+
+def _assign(name: str, ann: str) -> str:
+    """The generated ``__init__``'s line for one field: short strings and value tuples shared."""
+    if name not in _UNSHARED and ann in _SHARED_STR:
+        short = f"{name}.__class__ is str and len({name}) <= {SHARE_LEN}"
+        return f"\n    self.{name} = share({name}) if {short} else {name}"
+    if ann in _SHARED_TUPLE:
+        return f"\n    self.{name} = share({name}) if {name} else {name}"
+    return f"\n    self.{name} = {name}"
+
+
 def _compile_init(cls: type) -> Any:
     """``def __init__(self, source, line, text, host=None, ...)``: one assignment per
-    field, defaults as declared, the signature a dataclass would have."""
+    field (repeated values shared), defaults as declared, the signature a dataclass would have."""
     names = cls.FIELDS  # type: ignore[attr-defined]
     defaults = cls._DEFAULTS  # type: ignore[attr-defined]
-    body = "".join(f"\n    self.{n} = {n}" for n in names) or "\n    pass"
-    ns: dict[str, Any] = {}
+    types = cls.FIELD_TYPES  # type: ignore[attr-defined]
+    body = "".join(_assign(n, types[n]) for n in names) or "\n    pass"
+    ns: dict[str, Any] = {"share": share}
     exec(CODE.compile(f"def __init__(self, {', '.join(names)}):{body}", "<event-init>"), ns)  # noqa: S102 - our field names
     init = ns["__init__"]
     init.__defaults__ = tuple(defaults[n] for n in names[len(names) - len(defaults):])

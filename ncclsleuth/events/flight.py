@@ -3,9 +3,10 @@ records, and an entry quoted as evidence), and the lines of NCCL's ``ncclras`` s
 report.  The dump records are built by :mod:`ncclsleuth.parse.frdump`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
+from ..util.classes import dataclass
 from .base import Event, ev
 
 __all__ = ["RELEASES", "Frame", "FrDump", "FrEntry", "FrOp", "RasReport", "Signature"]

@@ -2,9 +2,9 @@
 hashed by value."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ..util.classes import dataclass
 from .base import field_names
 
 

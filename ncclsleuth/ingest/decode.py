@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from ..util.rxstore import rx
 from .sources import InputFile, Notice, limits, size_text
 
 #: Longest line kept; the rest of a longer line is dropped (with a notice).
@@ -24,7 +24,7 @@ MAX_LINE_BYTES = 1 << 20
 _SNIFF = 8192
 #: decompressed bytes between two checks of the caps (line reader)
 _CHECK_EVERY = 1 << 20
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
+_ANSI = rx(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
 _BINARY_MAGIC = (b"\x7fELF", b"PK\x03\x04", b"\x89PNG", b"%PDF", b"\xca\xfe\xba\xbe", b"7z\xbc\xaf")
 
 

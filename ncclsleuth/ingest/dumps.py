@@ -21,9 +21,11 @@ from __future__ import annotations
 import io
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, BinaryIO
 
+from ..util.classes import dataclass
+from ..util.rxstore import rx
 from .decode import _RawAdapter, decompress, open_binary
 from .sources import InputFile, Notice
 
@@ -36,10 +38,10 @@ MAX_DUMP_BYTES = 256 << 20
 DUMP_KEYS = frozenset({"version", "entries", "pg_config", "pg_status", "nccl_comm_state", "comm_lib_version",
                        "nccl_version"})
 #: how an ``ncclras`` report starts (NCCL 2.24+, src/ras/client_support.cc), after paste decoration
-_RAS_HEAD = re.compile(rb"(?m)^[>`\s]*(?:NCCL version \S+ compiled with CUDA|NCCL RAS client version|Job summary\s*$|"
+_RAS_HEAD = rx(rb"(?m)^[>`\s]*(?:NCCL version \S+ compiled with CUDA|NCCL RAS client version|Job summary\s*$|"
                        rb"Communicators\.\.\.|Errors\r?\n======|Warnings\r?\n========|"
                        rb"#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|ERROR|MISMATCH)\r?$)")
-_JSON_HEAD = re.compile(rb'\A\s*\{\s*"(%s)"' % b"|".join(re.escape(k.encode()) for k in sorted(DUMP_KEYS)))
+_JSON_HEAD = rx(rb'\A\s*\{\s*"(%s)"' % b"|".join(re.escape(k.encode()) for k in sorted(DUMP_KEYS)))
 _SNIFF = 512
 
 

@@ -22,9 +22,10 @@ import os
 import stat as _stat
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..util.classes import dataclass
 from .decode import MAX_LINE_BYTES, LineReader, clean, looks_binary
 from .sources import InputFile, Notice, limits, link_notice, outside
 

@@ -3,9 +3,10 @@ what reads them, not by every ``analyze``."""
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import BinaryIO
 
+from ..util.classes import dataclass
 from .sources import InputFile
 
 

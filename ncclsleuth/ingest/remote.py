@@ -23,9 +23,10 @@ import io
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, BinaryIO
 
+from ..util.classes import dataclass
 from .sources import SKIP_SUFFIXES, Discovery, InputFile, MissingDependency, Notice, discover
 
 INSTALL_HINT = "pip install 'ncclsleuth[dask]'"

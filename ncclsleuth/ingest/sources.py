@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..util.classes import dataclass
 
 #: files skipped by their name: not text logs (checkpoints, archives, images, ...)
 SKIP_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".pdf", ".pt", ".pth", ".ckpt", ".safetensors", ".so",

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..util.cache import derived
-from ..util.yamldocs import read_yaml
+from ..util.classes import dataclass
 from .identify import TORCH_FORMATS, Identifier, Known, literal_parts, torch_formats
 from .schema import KnowledgeError, validate_file
 
@@ -234,6 +233,8 @@ def _load(folder: str, check: bool) -> KnowledgeBase:
 
 
 def _docs(folder: str) -> dict[str, Any]:
+    from ..util.yamldocs import read_yaml  # not on a warm start: the index is kept
+
     return {str(p): read_yaml(p) for p in sorted(Path(folder).rglob("*.yaml"))}
 
 

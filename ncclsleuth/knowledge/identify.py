@@ -12,21 +12,22 @@ other sources' results are cached per line text.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..util.classes import dataclass
+from ..util.rxstore import rx
+
 # FILE:LINE (2.3..2.30.4) or FILE:LINE (FUNC) (2.30.7) before "NCCL WARN"; FILE relative to
 # src/ (a full build path in RCCL's); the prefix may be glued to a launcher's tag
-_WARN = re.compile(r"(?<![\w./+-])(?P<file>[\w./+-]+\.(?:cc|cu|cpp|cxx|c|h|hpp)):\d+(?: \([^)\s]*\))? NCCL WARN ")
-_PLACEHOLDER = re.compile(r"\$\{\w+\}|\{[^{}]*\}|%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
+_WARN = rx(r"(?<![\w./+-])(?P<file>[\w./+-]+\.(?:cc|cu|cpp|cxx|c|h|hpp)):\d+(?: \([^)\s]*\))? NCCL WARN ")
+_PLACEHOLDER = rx(r"\$\{\w+\}|\{[^{}]*\}|%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
                           r"(?:hh|h|ll|l|z|t|j|L)?[diuxXpfgeEcsm])")
 TORCH_FORMATS = Path(__file__).resolve().parent.parent / "parse" / "data" / "torch_formats.tsv"
 #: a format whose longest literal run is shorter than this says nothing on its own
 MIN_LITERAL = 10
 SHAPES = 20_000
-_HAS_DIGIT = re.compile(r"\d")
+_HAS_DIGIT = rx(r"\d")
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 #: a format in a :class:`FormatIndex`: (source, id, literal parts, literal characters, longest word)
 _Entry = tuple[str, str, tuple[str, ...], int, str]

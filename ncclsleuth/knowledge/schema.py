@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..util.rxstore import rx
+
 ROLES = frozenset({"cause", "symptom", "context", "benign", "unknown"})
 SEVERITIES = frozenset({"error", "warning", "info"})
 SUBSYSTEMS = frozenset({
@@ -37,7 +39,7 @@ CATEGORIES = frozenset({
     "app_crash", "peer_failure", "job_summary",
     "invalid_usage", "host_oom", "cuda_error", "net_plugin", "nccl_internal",
 })
-_OTHER_ID = re.compile(r"[A-Z][A-Z0-9]+-[A-Za-z0-9_.-]+")
+_OTHER_ID = rx(r"[A-Z][A-Z0-9]+-[A-Za-z0-9_.-]+")
 
 
 class KnowledgeError(ValueError):

@@ -21,10 +21,11 @@ the input order do not change results.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..events.flight import FrDump, FrOp
+from ..util.classes import dataclass
 
 
 class RankBits:

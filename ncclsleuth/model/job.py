@@ -1,12 +1,14 @@
 """JobModel: processes, hosts, communicators, ranks, and the events rules look at."""
 from __future__ import annotations
 
+from array import array
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from .. import events as E
 from ..events.nccl import via_fields
+from ..util.classes import dataclass
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
@@ -30,15 +32,21 @@ MAX_PROCESSES = 1 << 17
 MAX_COMMS = 1 << 16
 MAX_RANKS = 1 << 18
 MAX_HOPS = 1 << 20
+#: tree edges kept per communicator for these channels only: the pictures and checks need
+#: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects (the parser
+#: does not make the others: ``JobModel.tree_channels``)
+TREE_CHANNELS = 2
 #: Kinds no shipped rule, fact or report reads one by one (tests/test_fastpath.py checks the rule
 #: pack and the readers of ``JobModel.events``): analyze with the shipped rules keeps none of them;
 #: their handlers still fold them into processes and communicators, and their problem lines are kept.
 #: These are the per-rank init lines that made memory grow with ranks (~11 KB a rank).
+#: ``bootstrap_timings`` has no handler: each rank's ``Bootstrap timings`` event was kept on its
+#: rank state and read by nothing (a fact that wants it adds one); its lines are only counted.
 UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", "init_timings", "nccl_version",
                           "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected"})
 
 
-@dataclass
+@dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class Process:
     """One OS process (host, pid): its versions, settings and network choices."""
 
@@ -74,7 +82,7 @@ class Process:
         return f"{self.host or self.source}:{self.pid if self.pid is not None else '?'}"
 
 
-@dataclass
+@dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class RankState:
     """One rank of one communicator."""
 
@@ -88,12 +96,11 @@ class RankState:
     start: E.CommInit | None = None
     complete: E.CommInit | None = None
     timings: E.InitTimings | None = None
-    bootstrap_timings: E.BootstrapTimings | None = None
     local_rank: int | None = None
     nnodes: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class Comm:
     """A communicator (keyed by commId where the log prints it)."""
 
@@ -134,8 +141,9 @@ class JobModel:
         self._block: dict[str, Any] | None = None
         self.nccltests_rows: list[E.NcclTestsRow] = []
         self._proc_comm: dict[tuple[str, int | None], str] = {}
-        #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them
-        self.step_times: dict[int | str, list[float]] = {}
+        #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them (doubles,
+        #: 8 bytes each, not a float object and a pointer: 32 bytes each)
+        self.step_times: dict[int | str, array[float]] = {}
         self.step_evidence: dict[int | str, E.Event] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
         #: (launcher rank or None, file) -> what that rank did there (:mod:`.tracks`)
@@ -208,6 +216,9 @@ class JobModel:
         label, net, gdr = _via(via)
         _count_hop(self, p, self._proc_comm.get(key), label, net, gdr,
                    int(src.partition("[")[0]), int(dst.partition("[")[0]))
+
+    #: the parser's retention limit for ``Trees`` lines: edges past it are not even made
+    tree_channels = TREE_CHANNELS
 
     # ------------------------------------------------------------------ the analyze fast path
     # Plain ``host:pid:tid [dev] NCCL INFO`` lines whose shape the parser has decided
@@ -520,15 +531,6 @@ def _h_timings(m: JobModel, ev: E.InitTimings, p: Process | None) -> None:
     _rank(m, key, ev.comm_rank, ev).timings = ev
 
 
-def _h_bt(m: JobModel, ev: E.BootstrapTimings, p: Process | None) -> None:
-    c = m.current_comm(ev)
-    if c is None or p is None:
-        return
-    for key, r in p.comm_ranks:
-        if key == c.key and r in c.ranks:
-            c.ranks[r].bootstrap_timings = ev
-
-
 def _h_info(m: JobModel, ev: E.CommInfo, p: Process | None) -> None:
     key = m._proc_comm.get(_pkey(ev))
     if key and ev.comm_rank is not None:
@@ -545,11 +547,6 @@ def _h_ring(m: JobModel, ev: E.Ring, p: Process | None) -> None:
         c.rings[ev.channel] = ev.order
         c.graph_event = c.graph_event or ev
         c.ring_truncated = c.ring_truncated or ev.truncated
-
-
-#: tree edges kept per communicator for these channels only: the pictures and checks need
-#: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects
-TREE_CHANNELS = 2
 
 
 def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
@@ -607,7 +604,9 @@ def _h_step(m: JobModel, ev: E.StepTime, p: Process | None) -> None:
     key: int | str = ev.rank if ev.rank is not None else ev.source
     if key not in m.step_times and not m._room("ranks", len(m.step_times), MAX_RANKS):
         return
-    times = m.step_times.setdefault(key, [])
+    times = m.step_times.get(key)
+    if times is None:
+        times = m.step_times[key] = array("d")
     if len(times) < STEP_SAMPLES:
         times.append(ev.ms)
     m.step_evidence.setdefault(key, ev)
@@ -633,7 +632,6 @@ _HANDLERS: dict[str, Any] = {
     "net_plugin": _h_plugin,
     "comm_init": _h_init,
     "init_timings": _h_timings,
-    "bootstrap_timings": _h_bt,
     "comm_info": _h_info,
     "ring": _h_ring,
     "trees": _h_trees,

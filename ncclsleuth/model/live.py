@@ -8,9 +8,10 @@ empty.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .. import events as E
+from ..util.classes import dataclass
 from .stats import ranges
 
 Key = tuple[str, int | None]

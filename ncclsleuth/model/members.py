@@ -18,17 +18,19 @@ and the ``Failures`` / ``Root Cause`` entries (rank, exitcode, signal).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePosixPath
 from typing import Any
 
 from .. import events as E
+from ..util.classes import dataclass
 from ..util.clock import Stamp, stamp
+from ..util.rxstore import rx
 from .job import JobModel
 from .tracks import Track
 
 
-@dataclass
+@dataclass(slots=True)
 class Exit:
     """What the elastic agent said about one worker."""
 
@@ -43,7 +45,7 @@ class Exit:
         return self.exitcode == -15
 
 
-@dataclass
+@dataclass(slots=True)  # one per rank: no dict each
 class Member:
     """One rank of the job (or, ``rank`` None, the unattributed lines of one file)."""
 
@@ -96,9 +98,9 @@ def members(model: JobModel) -> Members:
 
 # --------------------------------------------------------------------------- who a file belongs to
 
-_NAME_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|worker)[_.-]?(\d+)(?!\d)", re.I)
-_LOGDIR = re.compile(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$")
-_STD = re.compile(r"(?:stdout|stderr|out|err)(?=\.\w+$|$)")
+_NAME_RANK = rx(r"(?:^|[^a-z])(?:rank|proc|worker)[_.-]?(\d+)(?!\d)", re.I)
+_LOGDIR = rx(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$")
+_STD = rx(r"(?:stdout|stderr|out|err)(?=\.\w+$|$)")
 
 
 def _file_ranks(model: JobModel) -> tuple[dict[str, int], set[str]]:
@@ -257,9 +259,9 @@ def rank_hosts(model: JobModel, file_rank: dict[str, int] | None = None) -> dict
     return out
 
 
-_EXIT = re.compile(r"(-?\d+)")
-_SIG = re.compile(r"\((SIG[A-Z]+)\)")
-_LOCAL = re.compile(r"local_rank:\s*(\d+)")
+_EXIT = rx(r"(-?\d+)")
+_SIG = rx(r"\((SIG[A-Z]+)\)")
+_LOCAL = rx(r"local_rank:\s*(\d+)")
 
 
 def _exits(model: JobModel) -> dict[int, Exit]:

@@ -5,6 +5,8 @@ parsed into its own model and merged in the same order, with ``--jobs 1`` too.
 """
 from __future__ import annotations
 
+from array import array
+
 from .job import KEEP_PER_KIND, MAX_COMMS, MAX_HOPS, MAX_PROCESSES, MAX_RANKS, STEP_SAMPLES, Comm, JobModel, Process
 
 
@@ -55,7 +57,9 @@ def merge(into: JobModel, other: JobModel) -> None:
     for step_key, times in other.step_times.items():
         if step_key not in into.step_times and not into._room("ranks", len(into.step_times), MAX_RANKS):
             continue
-        mine_t = into.step_times.setdefault(step_key, [])
+        mine_t = into.step_times.get(step_key)
+        if mine_t is None:
+            mine_t = into.step_times[step_key] = array("d")
         mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
         into.step_evidence.setdefault(step_key, other.step_evidence[step_key])
     if other.flight is not None:  # Flight Recorder dumps: folded here, per (group, seq)
@@ -94,7 +98,7 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
                 into.n_ranks += 1
             continue
         for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "start", "complete", "timings",
-                     "bootstrap_timings", "local_rank", "nnodes"):
+                     "local_rank", "nnodes"):
             if getattr(mine, name) is None:
                 setattr(mine, name, getattr(st, name))
     for ch, order in b.rings.items():

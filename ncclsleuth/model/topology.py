@@ -6,9 +6,10 @@ them into graphs.  networkx is imported here only, to keep start-up light.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..util.classes import dataclass
 from .job import Comm, JobModel
 
 

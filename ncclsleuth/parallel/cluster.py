@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..ingest.remote import INSTALL_HINT, LazyDiscovery, anchored
 from ..ingest.sources import EngineError, InputFile, MissingDependency, Notice
+from ..util.classes import dataclass
 
 #: files per task: amortises the ~1 ms scheduling cost of a task over several small rank logs
 BATCH_FILES = 16

@@ -4,12 +4,13 @@ listing consumed lazily (the pool gets inputs as they are listed)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..ingest.remote import LazyDiscovery
 from ..ingest.sources import InputFile, Notice
 from ..model.build import parse_one
+from ..util.classes import dataclass
 
 
 def _parse_task(args: tuple[InputFile, bool]):  # type: ignore[no-untyped-def]

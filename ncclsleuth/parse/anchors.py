@@ -28,6 +28,8 @@ import os
 import re
 from typing import NamedTuple
 
+from ..util.rxstore import rx
+
 GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar", "messages.lark")
 
 #: The envelope's keywords (log levels, launcher prefixes, exception and traceback lines,
@@ -53,8 +55,8 @@ class Declaration(NamedTuple):
     guard: str | None = None  # anchor when "LIT": searched only in lines holding LIT
 
 
-_DECL = re.compile(r'//@ (anchor|step|keywords)(?: when "([^"]+)")?: (.*\S)\s*$')
-_RULE = re.compile(r"\??([a-z_]\w*)\s*:")
+_DECL = rx(r'//@ (anchor|step|keywords)(?: when "([^"]+)")?: (.*\S)\s*$')
+_RULE = rx(r"\??([a-z_]\w*)\s*:")
 
 
 def declarations(text: str | None = None) -> list[Declaration]:
@@ -98,19 +100,19 @@ ANCHOR_PATTERNS = tuple(d.value for d in _DECLS if d.what == "anchor" and d.guar
 #: "iter" is checked after the literal, so that the literal stays the first character
 STEP_PATTERNS = tuple(d.value for d in _DECLS if d.what == "step")
 #: anchors with no literal first character: (literal the line must hold, regex)
-GUARDED_ANCHORS = tuple((d.guard, re.compile(d.value)) for d in _DECLS if d.what == "anchor" and d.guard)
+GUARDED_ANCHORS = tuple((d.guard, rx(d.value)) for d in _DECLS if d.what == "anchor" and d.guard)
 #: the prefilter keywords: the grammar's, then the envelope's
 KEYWORDS = tuple(k for d in _DECLS if d.what == "keywords" for k in json.loads(f"[{d.value}]")) + ENVELOPE_KEYWORDS
 
-_ANCHORS = re.compile(first_char_trie(ANCHOR_PATTERNS + STEP_PATTERNS))
-PREFILTER = re.compile(first_char_trie(tuple(re.escape(k) for k in KEYWORDS) + KEYWORD_RX))
+_ANCHORS = rx(first_char_trie(ANCHOR_PATTERNS + STEP_PATTERNS))
+PREFILTER = rx(first_char_trie(tuple(re.escape(k) for k in KEYWORDS) + KEYWORD_RX))
 #: keywords whose first character is frequent in any text (a lower-case letter, a digit, a
 #: colon or a space): in an alternation the regex engine tries the branches at every such
 #: character, and four of them ("terminate called", ": error: ", ...) made the prefilter twice
 #: as slow on training output. A block is scanned with ``PREFILTER_RARE`` unless one of these
 #: literals is in it (``str.find`` per literal, at C speed): the same matches either way.
 COMMON_FIRST_KEYWORDS = tuple(k for k in KEYWORDS if k[:1].islower() or k[:1].isdecimal() or k[:1] in ": ")
-PREFILTER_RARE = re.compile(first_char_trie(
+PREFILTER_RARE = rx(first_char_trie(
     tuple(re.escape(k) for k in KEYWORDS if k not in COMMON_FIRST_KEYWORDS) + KEYWORD_RX))
 
 
@@ -120,14 +122,42 @@ def prefilter_for(text: str) -> re.Pattern[str]:
         if k in text:
             return PREFILTER
     return PREFILTER_RARE
-STEP_START = re.compile("|".join(STEP_PATTERNS))
+STEP_START = rx("|".join(STEP_PATTERNS))
+
+
+#: literals of the anchors that read a digit's value (``got 0``, ``[Errno 98]``, ``GPU0``, ``IPv4``):
+#: a text holding one may start a message where a text of the same shape with other digits does
+#: not (tests/test_fastpath.py checks that every anchor with a digit in it holds one of them)
+DIGIT_ANCHOR_WORDS = ("IPv", "got ", "Errno", "GPU")
+# digits masked in place (as the grammar's position-exact shape keys do): where anchors start
+# is the same for every text of such a shape, since no other anchor tells one digit from another
+_MASK_DIGITS = bytes.maketrans(b"0123456789", b"\0\0\0\0\0\0\0\0\0\0")
+_STARTS: dict[bytes, tuple[int, ...]] = {}
+#: shapes whose anchor positions are remembered, and the longest text remembered (a PyTorch error
+#: line costs one scan of the alternation per character, ~26 us for 300 characters, and each rank
+#: prints the same few; at most ~10 MB of keys for a hostile log of distinct long lines)
+MAX_REMEMBERED = 10_000
+MAX_REMEMBERED_CHARS = 1024
 
 
 def anchor_starts(body: str) -> list[int]:
-    """Positions where a known message may start in ``body``, in order."""
+    """Positions where a known message may start in ``body``, in order (remembered by the
+    body's position-exact shape, where no anchor can tell its digits apart)."""
+    if len(body) > MAX_REMEMBERED_CHARS or not body.isascii() or any(w in body for w in DIGIT_ANCHOR_WORDS):
+        return _anchor_starts(body)
+    key = body.encode().translate(_MASK_DIGITS)
+    hit = _STARTS.get(key)
+    if hit is None:
+        hit = tuple(_anchor_starts(body))
+        if len(_STARTS) < MAX_REMEMBERED:
+            _STARTS[key] = hit
+    return list(hit)
+
+
+def _anchor_starts(body: str) -> list[int]:
     starts = [m.start() for m in _ANCHORS.finditer(body)]
-    for lit, rx in GUARDED_ANCHORS:
+    for lit, guarded in GUARDED_ANCHORS:
         if lit in body:
-            starts.extend(m.start() for m in rx.finditer(body))
+            starts.extend(m.start() for m in guarded.finditer(body))
             starts.sort()
     return starts

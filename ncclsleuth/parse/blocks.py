@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events as E
+from ..util.rxstore import rx
 from .envelope import peel
 
 #: lines before the opening line a reader may read its header from (and their characters)
@@ -48,7 +49,7 @@ Recent = Callable[[], list[tuple[int, str]]]
 
 #: what may stand before a block line's indentation: a Markdown quote, backticks, a torchrun
 #: or srun label (a longer envelope, an NCCL prefix, makes the line no block line)
-_WRAPPER = re.compile(r"^(?:>+ ?|`+|\[(?:default|rank)?\d+\]:|\d{1,6}: )*$")
+_WRAPPER = rx(r"^(?:>+ ?|`+|\[(?:default|rank)?\d+\]:|\d{1,6}: )*$")
 
 
 def _indent_and_body(text: str, prefix: str) -> tuple[int, str, Any]:
@@ -100,9 +101,9 @@ class Reader:
 # ---------------------------------------------------------------------- nvidia-smi topo -m
 
 #: connection types of a topology cell (nvidia-smi's legend; SOC is old drivers' SYS)
-TOPO_CELLS = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NV#)$")
-_TOPO_LEGEND = re.compile(r"^(?:Legend:|NIC Legend:|(?:X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|C2C)\s+=)")
-_TOPO_NIC = re.compile(r"^(NIC\d+):\s*(\S+)\s*$")
+TOPO_CELLS = rx(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NV#)$")
+_TOPO_LEGEND = rx(r"^(?:Legend:|NIC Legend:|(?:X|SYS|NODE|PHB|PXB|PIX|NV#|SOC|C2C)\s+=)")
+_TOPO_NIC = rx(r"^(NIC\d+):\s*(\S+)\s*$")
 
 
 class TopoReader(Reader):
@@ -141,13 +142,13 @@ class TopoReader(Reader):
 
 # ---------------------------------------------------------------------- ibstat / ibstatus / ibv_devinfo
 
-_IB_DEVICE = re.compile(r"^(?:CA '([^']+)'|Infiniband device '([^']+)' port (\d+) status:|hca_id:\s*(\S+))\s*$")
+_IB_DEVICE = rx(r"^(?:CA '([^']+)'|Infiniband device '([^']+)' port (\d+) status:|hca_id:\s*(\S+))\s*$")
 #: a raw line that may hold such a header (looked for before the line is peeled)
-_IB_DEVICE_RAW = re.compile(r"CA '|Infiniband device '|hca_id:")
-_IB_PORT = re.compile(r"^(?:Port (\d+):|port:\s*(\d+))\s*$")
-_IB_KV = re.compile(r"^([A-Za-z][\w ]*?|GID\[\s*\d+\])\s*:\s*(.*?)\s*$")
-_GID = re.compile(r"^gid\[\s*(\d+)\]$", re.I)
-_GID_VALUE = re.compile(r"^([0-9a-fA-F:.]+)(?:,\s*(RoCE v\d|IB))?\s*$")
+_IB_DEVICE_RAW = rx(r"CA '|Infiniband device '|hca_id:")
+_IB_PORT = rx(r"^(?:Port (\d+):|port:\s*(\d+))\s*$")
+_IB_KV = rx(r"^([A-Za-z][\w ]*?|GID\[\s*\d+\])\s*:\s*(.*?)\s*$")
+_GID = rx(r"^gid\[\s*(\d+)\]$", re.I)
+_GID_VALUE = rx(r"^([0-9a-fA-F:.]+)(?:,\s*(RoCE v\d|IB))?\s*$")
 _STATES = {"active": "Active", "down": "Down", "initializing": "Initializing", "init": "Initializing",
            "armed": "Armed", "active_defer": "Active"}
 _PHYS = {"linkup": "LinkUp", "link_up": "LinkUp", "polling": "Polling", "disabled": "Disabled", "sleep": "Sleep",
@@ -282,7 +283,7 @@ class IbReader(Reader):
 
 # ---------------------------------------------------------------------- show_gids
 
-_SHOW_GIDS_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+)\s+([0-9a-fA-F:]{15,})\s+(?:(\d{1,3}(?:\.\d{1,3}){3})\s+)?"
+_SHOW_GIDS_ROW = rx(r"^(\S+)\s+(\d+)\s+(\d+)\s+([0-9a-fA-F:]{15,})\s+(?:(\d{1,3}(?:\.\d{1,3}){3})\s+)?"
                             r"(v[12])\s+(\S+)\s*$")
 
 
@@ -306,11 +307,11 @@ class ShowGidsReader(Reader):
 
 # ---------------------------------------------------------------------- systemctl status
 
-_SVC_KV = re.compile(r"^(Loaded|Active|Process|Main PID|Tasks|Memory|CPU|CGroup|Docs|TriggeredBy|Status|"
+_SVC_KV = rx(r"^(Loaded|Active|Process|Main PID|Tasks|Memory|CPU|CGroup|Docs|TriggeredBy|Status|"
                      r"Drop-In|IO|Invocation|Mem peak|Triggers)\s*:\s*(.*)$")
-_ACTIVE = re.compile(r"^(\w[\w-]*)(?: \(([^)]*)\))?")
-_RESULT = re.compile(r"Result: ([\w-]+)")
-_EXIT = re.compile(r"status=([\w/-]+)\)")
+_ACTIVE = rx(r"^(\w[\w-]*)(?: \(([^)]*)\))?")
+_RESULT = rx(r"Result: ([\w-]+)")
+_EXIT = rx(r"status=([\w/-]+)\)")
 
 
 class ServiceReader(Reader):
@@ -362,8 +363,8 @@ class ServiceReader(Reader):
 
 # ---------------------------------------------------------------------- df
 
-_DF_ROW = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)%\s+(/\S*)\s*$")
-_DF_ROW_TYPE = re.compile(r"^(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)%\s+(/\S*)\s*$")
+_DF_ROW = rx(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)%\s+(/\S*)\s*$")
+_DF_ROW_TYPE = rx(r"^(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)%\s+(/\S*)\s*$")
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
@@ -405,7 +406,7 @@ class DfReader(Reader):
 # ---------------------------------------------------------------------- nvidia-smi -q
 
 #: the values of ``nvidia-smi -q`` a diagnosis reads (section path / key), by regex
-NVSMI_Q_KEEP = re.compile(
+NVSMI_Q_KEEP = rx(
     r"^(?:ECC Errors/(?:Volatile|Aggregate)(?:/[^/]+)*/[\w -]*Uncorrectable[\w -]*"
     r"|ECC Errors/(?:Volatile|Aggregate)/Double Bit/.*"
     r"|Remapped Rows/(?:Pending|Remapping Failure Occurred|Uncorrectable Error|Correctable Error)"
@@ -414,9 +415,9 @@ NVSMI_Q_KEEP = re.compile(
     r"|Clocks (?:Event|Throttle) Reasons/(?:HW Slowdown|HW Thermal Slowdown|HW Power Brake Slowdown"
     r"|SW Thermal Slowdown)"
     r"|(?:Driver Version|CUDA Version|Product Name|Compute Mode|Persistence Mode))$")
-_Q_KV = re.compile(r"^(\S[^:]*?)\s+:\s*(.*?)\s*$")
-_Q_GPU = re.compile(r"^GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])\s*$")
-_Q_SECTION = re.compile(r"^[A-Z][\w /().,-]*$")
+_Q_KV = rx(r"^(\S[^:]*?)\s+:\s*(.*?)\s*$")
+_Q_GPU = rx(r"^GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])\s*$")
+_Q_SECTION = rx(r"^[A-Z][\w /().,-]*$")
 _Q_TOP = ("Timestamp", "Driver Version", "CUDA Version", "Attached GPUs", "NVML Version", "DRIVER Version")
 
 
@@ -463,7 +464,7 @@ class NvsmiQReader(Reader):
 
 # ---------------------------------------------------------------------- nvidia-smi (the table)
 
-_SMI_ROW1 = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(?:On|Off)\s*\|\s*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
+_SMI_ROW1 = rx(r"^\|\s*(\d+)\s+(.+?)\s+(?:On|Off)\s*\|\s*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)"
                        r"\s+\S+\s*\|\s*(\S+)\s*\|\s*$")
 
 
@@ -505,14 +506,14 @@ class NvsmiTableReader(Reader):
 
 # ---------------------------------------------------------------------- backtraces
 
-_UCX_FRAME = re.compile(r"^(\d+)\s+(\S+?)\((\S*?)\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]\s*$")
-_GLIBC_FRAME = re.compile(r"^(/\S+?)\((\S*?)\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]\s*$")
-_GDB_FRAME = re.compile(r"^#(\d+)\s+(?:0x[0-9a-fA-F]+ in )?(\S+?)\s*\(.*?\)(?: from (\S+)| at (\S+:\d+))?\s*$")
-_C10_FRAME = re.compile(r"^frame #(\d+):\s+(.*?) \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in (\S+)\)\s*$")
-_BT_SKIP = re.compile(r"^(?:=+ ?backtrace \(tid:\s*\d+\) ?=+|\[Switching to .*\]|\(gdb\).*|\[Thread debugging.*"
+_UCX_FRAME = rx(r"^(\d+)\s+(\S+?)\((\S*?)\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]\s*$")
+_GLIBC_FRAME = rx(r"^(/\S+?)\((\S*?)\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]\s*$")
+_GDB_FRAME = rx(r"^#(\d+)\s+(?:0x[0-9a-fA-F]+ in )?(\S+?)\s*\(.*?\)(?: from (\S+)| at (\S+:\d+))?\s*$")
+_C10_FRAME = rx(r"^frame #(\d+):\s+(.*?) \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in (\S+)\)\s*$")
+_BT_SKIP = rx(r"^(?:=+ ?backtrace \(tid:\s*\d+\) ?=+|\[Switching to .*\]|\(gdb\).*|\[Thread debugging.*"
                       r"|\[New Thread .*\]|Using host libthread_db.*)$")
 #: what gdb prints between "received signal" and its backtrace: the current frame
-_GDB_HERE = re.compile(r"^0x[0-9a-fA-F]+ in \S")
+_GDB_HERE = rx(r"^0x[0-9a-fA-F]+ in \S")
 
 
 def is_nccl_frame(function: str, library: str | None) -> bool:

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events as E
+from ..events.base import share
 from ..events.nccl import as_int, via_fields
+from ..util.rxstore import rx
 from . import host as _host
 
 Fields = dict[str, Any]
@@ -99,19 +101,19 @@ ALIASES: dict[str, tuple[str, Fields]] = {
 NCCL_RESULTS = {0: "success", 1: "unhandled cuda error", 2: "system error", 3: "internal error",
                 4: "invalid argument", 5: "invalid usage", 6: "remote error", 7: "in progress", 8: "timeout"}
 
-_IFACE = re.compile(
+_IFACE = rx(
     r"^(?:\[(\d+)\])?(.+?)(?::((?:\d{1,3}\.){3}\d{1,3}(?:<\w*>)?|[0-9a-fA-F]*:[0-9a-fA-F:.]*(?:%\S+?)?(?:<\w*>)?"
     r"|<\w+>|[^:]*<\w*>))?$")
-_IBDEV = re.compile(r"^\[(\d+)\](.*?)(?::(\d+))?(?::(\d+))?(?::(\d+))?/(\w+)(?:/\S*)?$")
-_FP = re.compile(r"(SequenceNumber|OpType|TensorShape)=(\[[^\]]*\]|[A-Z_a-z]+|\d+)")
-_MEGATRON_MS = re.compile(r"elapsed time per iteration \(ms\): *([\d.]+)")
-_EXC_PRE = re.compile(r"([\w.]*(?:Error|Exception))\s*:?\s*$")
-_SIZE = re.compile(r"size: (\d+)")
-_TIMEOUT = re.compile(r"TIMEOUT\(ms\): (\d+)")
-_GRANK = re.compile(r"global rank: (\d+)")
-_NCCLV = re.compile(r"NCCL version: ([\d.]+)")
-_PGNAME = re.compile(r"PG Name: (\S+)")
-_PORT = re.compile(r":(\d+)\b")
+_IBDEV = rx(r"^\[(\d+)\](.*?)(?::(\d+))?(?::(\d+))?(?::(\d+))?/(\w+)(?:/\S*)?$")
+_FP = rx(r"(SequenceNumber|OpType|TensorShape)=(\[[^\]]*\]|[A-Z_a-z]+|\d+)")
+_MEGATRON_MS = rx(r"elapsed time per iteration \(ms\): *([\d.]+)")
+_EXC_PRE = rx(r"([\w.]*(?:Error|Exception))\s*:?\s*$")
+_SIZE = rx(r"size: (\d+)")
+_TIMEOUT = rx(r"TIMEOUT\(ms\): (\d+)")
+_GRANK = rx(r"global rank: (\d+)")
+_NCCLV = rx(r"NCCL version: ([\d.]+)")
+_PGNAME = rx(r"PG Name: (\S+)")
+_PORT = rx(r":(\d+)\b")
 
 
 def iface(tok: str) -> E.Iface:
@@ -136,11 +138,19 @@ def ibdev(tok: str) -> list[E.IbDev]:
         for part in inner.split(","):
             out.extend(dataclasses.replace(d, idx=outer) for d in ibdev(part.strip().replace("] ", "]", 1)))
         return out
-    m = _IBDEV.match(tok)
-    if not m:
-        return [E.IbDev(hca=tok, port=None, link="?")]
-    return [E.IbDev(hca=m.group(2), port=_int(m.group(3)), link=m.group(6), idx=int(m.group(1)),
-                    rail=_int(m.group(4)), plane=_int(m.group(5)))]
+    hit = _IBDEVS.get(tok)
+    if hit is None:
+        m = _IBDEV.match(tok)
+        hit = E.IbDev(hca=tok, port=None, link="?") if not m else \
+            E.IbDev(hca=m.group(2), port=_int(m.group(3)), link=m.group(6), idx=int(m.group(1)),
+                    rail=_int(m.group(4)), plane=_int(m.group(5)))
+        if len(_IBDEVS) < 10_000:
+            _IBDEVS[tok] = hit
+    return [hit]
+
+
+#: device token -> its (frozen) IbDev: every rank of a node prints the same devices
+_IBDEVS: dict[str, E.IbDev] = {}
 
 
 def tree_edges(tokens: list[str]) -> tuple[E.TreeEdge, ...]:
@@ -225,7 +235,8 @@ def _b_phases(f: Fields) -> None:
     if "tfunc" in f:
         f["func"] = f.pop("tfunc")
     toks = f.pop("phases", [])
-    f["phases"] = tuple((k, float(v)) for k, v in zip(toks[0::2], toks[1::2]))
+    # each (phase, seconds) pair shared: every rank prints the same names, and mostly the same times
+    f["phases"] = tuple(share((share(k), float(v))) for k, v in zip(toks[0::2], toks[1::2]))
 
 
 def _b_trace(f: Fields) -> None:
@@ -322,10 +333,10 @@ def _b_ib_completion(f: Fields) -> None:
     f["plugin"] = f.pop("_netib", None)
 
 
-_FROM_RANK = re.compile(r"from rank (\d+)")
+_FROM_RANK = rx(r"from rank (\d+)")
 
 
-_VS = re.compile(r"(\S+) vs (\S+?)\.?(?:\s|$)")
+_VS = rx(r"(\S+) vs (\S+?)\.?(?:\s|$)")
 
 
 def _b_cpp_abort(f: Fields) -> None:
@@ -365,8 +376,8 @@ def _b_mismatch(f: Fields) -> None:
 
 def _b_pg_options(f: Fields) -> None:
     d = f.get("detail", "")
-    for key, rx in (("size", _SIZE), ("timeout_ms", _TIMEOUT), ("global_rank", _GRANK)):
-        m = rx.search(d)
+    for key, pattern in (("size", _SIZE), ("timeout_ms", _TIMEOUT), ("global_rank", _GRANK)):
+        m = pattern.search(d)
         if m:
             f[key] = int(m.group(1))
     m = _NCCLV.search(d)
@@ -523,7 +534,7 @@ def _b_net_plugin(f: Fields) -> None:
         f["name"] = f.pop("name_rest")
 
 
-_GDR_HCA_NAME = re.compile(r"HCA (?:\d+ )?'([^']+)'|HCA ([A-Za-z]\w+)")
+_GDR_HCA_NAME = rx(r"HCA (?:\d+ )?'([^']+)'|HCA ([A-Za-z]\w+)")
 
 
 def _b_net_gdr(f: Fields) -> None:
@@ -653,15 +664,22 @@ def _type_names(annotation: str) -> set[str]:
     return out
 
 
+_BY_NAME: dict[type, dict[str, Any]] = {}
+
+
 def _typed(cls: type[E.Event], f: Fields) -> Fields:
+    """The fields of ``f`` that ``cls`` declares, stripped and converted: a walk over the
+    handful of fields a line has, not over the class's (a dozen with the base's)."""
+    conv = _BY_NAME.get(cls)
+    if conv is None:
+        conv = _BY_NAME[cls] = dict(_converters(cls))
     out: Fields = {}
-    for name, fn in _converters(cls):
-        if name not in f:
-            continue
-        v = f[name]
-        if isinstance(v, str):
-            v = v.strip()
-            if fn is not None:
-                v = fn(v)
-        out[name] = v
+    for name, v in f.items():
+        if name in conv:
+            if isinstance(v, str):
+                v = v.strip()
+                fn = conv[name]
+                if fn is not None:
+                    v = fn(v)
+            out[name] = v
     return out

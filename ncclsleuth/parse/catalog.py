@@ -13,9 +13,10 @@ from __future__ import annotations
 import csv
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from ..util.classes import dataclass
 
 _DATA = Path(__file__).parent / "data" / "nccl_formats.tsv"
 _CONV = re.compile(r"%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|z|t|j|L)?([diuxXpfgeEcsm]))")

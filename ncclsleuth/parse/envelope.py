@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from ..util.rxstore import rx
+
 LEVELS = frozenset(("INFO", "WARN", "TRACE", "CALL", "ABORT"))
 
 
@@ -43,7 +45,7 @@ _LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "
         "CRITICAL": "ERROR", "FATAL": "FATAL"}
 
 # One wrapper per alternative, all anchored at the start of what is left.
-_WRAP = re.compile(
+_WRAP = rx(
     r"(?:"
     r"\[(?:\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:"                      # Open MPI --tag-output
     r"|\((?P<ray>\w+)(?:(?: [\w=]{1,32}){0,3} pid=\d+)?(?:, ip=[\w.:]+)?\) ?"  # Ray actor, vLLM worker
@@ -78,18 +80,18 @@ _RAY_SUFFIX = " [repeated "
 # short attempt) and the rich source column is only tried where a run of spaces starts.
 #: (the URL stops at a bracket too: ``[x](http://a/`` glued 20,000 times scanned to the line's end
 #: from each ``[``, quadratic: 256 KB took minutes)
-_MD_LINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://[^()\[\]\s]*\)")
-_RICH_SRC = re.compile(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
-_MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
-_OLD_NCCL = re.compile(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )|^WARN (?=\S)")
-_FILE_LINE = re.compile(r"[\w./+-]+:\d+")
+_MD_LINK = rx(r"\[([^\[\]\s]+)\]\(https?://[^()\[\]\s]*\)")
+_RICH_SRC = rx(r"(?<!\s)\s{2,}[\w.]+\.py:\d+\s*$")
+_MPI_TAG = rx(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
+_OLD_NCCL = rx(r"(?:^|\s)(?:\[(\d+)\] (INFO|WARN) |([\w./-]+\.(?:h|cc|cu|c)):(\d+) (WARN) )|^WARN (?=\S)")
+_FILE_LINE = rx(r"[\w./+-]+:\d+")
 
 
 #: how far before ``NCCL LEVEL`` the ``host:pid:tid [dev] file:line (func)`` prefix is looked
 #: for: NCCL's host name buffer is 1,024 bytes (``src/debug.cc``), so a real prefix is
 #: shorter; a longer window would only make every false start cost more
 PREFIX_WINDOW = 2048
-_SPACE = re.compile(r"\s*")
+_SPACE = rx(r"\s*")
 
 
 def peel(line: str) -> list[Record]:
@@ -155,10 +157,12 @@ def _level_at(s: str, k: int, end: int) -> str:
 
 def _plain_record(s: str, meta: dict[str, object]) -> Record:
     """A record without ``NCCL <LEVEL>``: a pre-2.4 NCCL line, or any other line."""
-    m = _OLD_NCCL.search(s)
+    # each regex only where its literal is (every match of _OLD_NCCL holds "INFO " or "WARN ",
+    # of _RICH_SRC ".py:"): a search over a 300-character PyTorch line cost ~20 and ~12 us
+    m = _OLD_NCCL.search(s) if "INFO " in s or "WARN " in s else None
     if m:
         return _old_record(s, m, meta)
-    if _RICH_SRC.search(s):
+    if ".py:" in s and _RICH_SRC.search(s):
         s = _RICH_SRC.sub("", s)
     return Record(s, "other", meta.get("level"), None, None, None, None,  # type: ignore[arg-type]
                   meta.get("rank"), meta.get("ts"), None, meta.get("pg"), meta.get("pg_rank"))  # type: ignore[arg-type]
@@ -177,7 +181,7 @@ def _split_mpi(line: str) -> list[str]:
 def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tuple[int, int]:
     """Peel anchored wrappers off ``s[pos:end]`` until none matches; record rank, timestamp
     and level.  Returns the bounds of what is left (offsets: nothing is copied)."""
-    pos = _SPACE.match(s, pos, end).end()  # type: ignore[union-attr]  # \s* always matches
+    pos = _skip_space(s, pos, end)
     bold = s.startswith("**", pos, end)
     if s.endswith("across cluster]", pos, end):
         r = s.rfind(_RAY_SUFFIX, pos, end)
@@ -187,8 +191,9 @@ def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tupl
         m = _WRAP.match(s, pos, end)
         if not m or m.end() == pos:
             break
-        _absorb(m.groupdict(), meta)
-        pos = _SPACE.match(s, m.end(), end).end()  # type: ignore[union-attr]
+        if m.lastindex is not None:  # a wrapper that says something (not [c10d], a quote, ...)
+            _absorb(m.groups(), meta)
+        pos = _skip_space(s, m.end(), end)
     while end > pos and s[end - 1] == "`":
         end -= 1
     if bold and end - pos >= 2 and s.endswith("**", pos, end):
@@ -196,20 +201,42 @@ def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tupl
     return pos, end
 
 
-def _absorb(g: dict[str, str | None], meta: dict[str, object]) -> None:
-    for key in ("mpi", "lr", "slurm", "rep"):
-        if g[key] is not None and "rank" not in meta:
-            meta["rank"] = int(g[key])  # type: ignore[arg-type]
-    for key in ("iso", "bts", "nts", "hts", "syslog", "gts", "pts"):
-        if g[key] and "ts" not in meta:
-            meta["ts"] = g[key]
-    for key in ("glvl", "plvl", "llvl", "rlvl", "elvl", "blvl", "nlvl"):
-        if g[key]:
-            meta["level"] = _LVL[g[key]]  # type: ignore[index]
-    if g["pg"] is not None:
-        meta["pg"] = g["pg"]
-        meta["pg_rank"] = int(g["pgr"])  # type: ignore[arg-type]
-        meta.setdefault("rank", int(g["pgr"]))  # type: ignore[arg-type]
+def _skip_space(s: str, pos: int, end: int) -> int:
+    """``pos`` past the white space there (the regex only where there is some: most wrappers
+    take their own trailing space)."""
+    if pos < end and s[pos].isspace():
+        return _SPACE.match(s, pos, end).end()  # type: ignore[union-attr]  # \s* always matches
+    return pos
+
+
+#: what each group of _WRAP says, in group order: a launcher rank, a timestamp, a level, a
+#: process group (with its rank), or nothing (ray, pgr: read with pg)
+_ROLE = {"mpi": "rank", "lr": "rank", "slurm": "rank", "rep": "rank",
+         "iso": "ts", "bts": "ts", "nts": "ts", "hts": "ts", "syslog": "ts", "gts": "ts", "pts": "ts",
+         "glvl": "level", "plvl": "level", "llvl": "level", "rlvl": "level", "elvl": "level", "blvl": "level",
+         "nlvl": "level", "pg": "pg"}
+_ROLES = tuple(_ROLE.get(name, "") for name, _ in sorted(_WRAP.groupindex.items(), key=lambda kv: kv[1]))
+_PGR = _WRAP.groupindex["pgr"] - 1
+
+
+def _absorb(groups: tuple[str | None, ...], meta: dict[str, object]) -> None:
+    """Record what one wrapper said (its groups: only one alternative's are set)."""
+    for role, v in zip(_ROLES, groups):
+        if v is None or not role:
+            continue
+        if role == "rank":
+            if "rank" not in meta:
+                meta["rank"] = int(v)
+        elif role == "ts":
+            if v and "ts" not in meta:
+                meta["ts"] = v
+        elif role == "level":
+            if v:
+                meta["level"] = _LVL[v]
+        else:  # the process group tag: [PG ID 0 PG GUID 0(default_pg) Rank 3]
+            meta["pg"] = v
+            meta["pg_rank"] = int(groups[_PGR])  # type: ignore[arg-type]
+            meta.setdefault("rank", int(groups[_PGR]))  # type: ignore[arg-type]
 
 
 def _is_float(t: str) -> bool:

@@ -13,8 +13,14 @@ lines (:meth:`~ncclsleuth.model.job.JobModel.needs_event`):
   per process and communicator, and folded into hop counts at the end of the file;
 * ``TOUCH``: a kind nothing reads one by one (no handler, not kept, not a problem):
   its process's last line and the kind's count;
-* ``SLOW``: everything else (an event the model reads, a shape with pointers, a line
-  the templates do not cover): the full parser, every time.
+* ``OTHER``: a message the grammar does not know (``threadThresholds 8/8/64 | ...``,
+  ``cudaDriverVersion 12040``: each rank prints a dozen): its ``nccl_other`` event cut from
+  the line by position, without the envelope, the grammar and the anchors it found nothing in;
+* ``EVENT``: an event the model reads, of a shape with a template: the event made from the
+  template at once (what the full parser does first with such a line), the full parser only
+  where the template's fields make no event of their own;
+* ``SLOW``: everything else (a shape with pointers, a line the templates do not cover, a
+  message whose meaning spans lines): the full parser, every time.
 
 No event, field dict or template fill is made for ``CONN`` and ``TOUCH`` lines.  The
 plans depend on what the model keeps (the run's rules), so a plan table belongs to a
@@ -25,12 +31,12 @@ full parser did with the line it just parsed, so the result is the same as witho
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from .grammar import STATEFUL_RULES, ShapeCache, fixed_key
-
-if TYPE_CHECKING:
-    from .. import events as E
+from .. import events as E
+from .anchors import DIGIT_ANCHOR_WORDS, GUARDED_ANCHORS, anchor_starts
+from .grammar import SIMPLE_NCCL_LINE, STATEFUL_RULES, ShapeCache, fixed_key
 
 
 class Sink(Protocol):
@@ -47,7 +53,9 @@ class Sink(Protocol):
 
     def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None: ...
 
-CONN, TOUCH, SLOW = 1, 2, 3
+    def add(self, ev: E.Event) -> None: ...
+
+CONN, TOUCH, SLOW, OTHER, EVENT = 1, 2, 3, 5, 6
 #: what :func:`fast_line` says besides ``SLOW``: the line is done, or its shape has no plan yet
 DONE, NONE = 0, 4
 _SLOW = (SLOW,)
@@ -75,13 +83,46 @@ def learn(plans: dict[bytes, tuple[Any, ...]], cache: ShapeCache, sink: Sink, li
         return
     fkey = fixed_key(line)
     hit = cache.fixed_templates.get(fkey)
-    if hit is None:
+    if hit is None:  # no template: a message the grammar does not know, or one seen once so far
+        plan = _other_plan(line, events)
+        if plan is not None:
+            plans[fkey] = plan
         return
     plans[fkey] = _decide(hit, sink, line, events)
 
 
+def _other_plan(line: str, events: list[E.Event]) -> tuple[Any, ...] | None:
+    """The ``OTHER`` plan of a plain INFO line whose only event is the ``nccl_other`` the
+    envelope path made of its whole body, or None.  The same for every line of the shape:
+    no grammar rule takes the body (the shape cache remembers a None by shape), no anchor
+    starts in it, and none could with other digits (``DIGIT_ANCHOR_WORDS``, the guards);
+    checked by making the plan's event of this line and comparing it with the parser's."""
+    if len(events) != 1 or type(events[0]) is not E.NcclOther or "\r" in line or "\x1b" in line:
+        return None
+    m = SIMPLE_NCCL_LINE.fullmatch(line)
+    if m is None:
+        return None
+    body = m.group(5)
+    if anchor_starts(body) or any(w in body for w in DIGIT_ANCHOR_WORDS) \
+            or any(lit in body for lit, _ in GUARDED_ANCHORS):
+        return None
+    plan = (OTHER, m.end(1), m.end(2), m.end(3), m.start(4), m.end(4), m.start(5))
+    ev = events[0]
+    mine = _other_event(plan, ev.source, ev.line, line)
+    if ev.is_problem or mine.to_dict() != ev.to_dict():
+        return None
+    return plan
+
+
+def _other_event(plan: tuple[Any, ...], source: str, n: int, line: str) -> E.NcclOther:
+    """The ``nccl_other`` event of a line of an ``OTHER`` shape, cut at the plan's positions."""
+    _, h, p, t, d0, d1, b = plan
+    return E.NcclOther(source=source, line=n, text=line, host=line[:h], pid=int(line[h + 1:p]),
+                       tid=int(line[p + 1:t]), dev=int(line[d0:d1]), level="INFO", message=line[b:])
+
+
 def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events: list[E.Event]) -> tuple[Any, ...]:
-    """CONN, TOUCH or SLOW for a shape (see the module doc)."""
+    """CONN, TOUCH, EVENT or SLOW for a shape (see the module doc)."""
     rule, _fill, spans = hit
     if rule in STATEFUL_RULES or rule.startswith("ws_"):
         return _SLOW
@@ -93,19 +134,26 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
         start = src[0]
         return (CONN, hp_end, start, (src[0] - start, src[1] - start), (dst[0] - start, dst[1] - start),
                 (via[0] - start, via[1] - start))
+    # the parser's first step for any line of the shape is its template: a redraw or a colour
+    # code would have had the line split first (``FileParser._line``)
+    event = (EVENT, rule, hit[1]) if "\r" not in line and "\x1b" not in line else _SLOW
     if len(events) != 1:
-        return _SLOW
+        return event
     ev = events[0]
     # nccl_other: its event is the envelope path's; a rank, a time or a problem do more than touch
     if (ev.kind == "nccl_other" or sink.needs_event(ev.kind) or ev.rank is not None or ev.ts
             or ev.is_problem or ev.pid is None or line[:hp_end] != f"{ev.host}:{ev.pid}"):
-        return _SLOW
+        return event
     return (TOUCH, hp_end, ev.kind)
 
 
-def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str) -> int:
+def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str,
+              make: Callable[[int, str, str, Any], bool]) -> int:
     """Do what the plan of ``line``'s shape says: ``DONE``; else the full parser's turn,
-    ``SLOW`` (its plan) or ``NONE`` (no plan yet: :func:`learn` from what the parser made)."""
+    ``SLOW`` (its plan, or an ``EVENT`` line whose template did not make its event) or ``NONE``
+    (no plan yet: :func:`learn` from what the parser made).  ``make(n, line, rule, fill)``: the
+    parser's event of a templated line, handed to the sink (False: none, the line goes the full
+    way, as it would have after its template)."""
     plan = plans.get(fixed_key(line)) if line.isascii() else _SLOW
     if plan is None:
         return NONE
@@ -121,5 +169,10 @@ def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: i
         if not sink.touch(n, hp, plan[2]):
             sink.bind(source, n, hp)
             sink.touch(n, hp, plan[2])
+        return DONE
+    if what == EVENT:
+        return DONE if make(n, line, plan[1], plan[2]) else SLOW
+    if what == OTHER:
+        sink.add(_other_event(plan, source, n, line))
         return DONE
     return SLOW

@@ -10,9 +10,10 @@ and a parallel shell its host label, ``node1:``), so the shape cache can replay 
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
+
+from ..util.rxstore import rx
 
 Fields = dict[str, Any]
 
@@ -63,14 +64,14 @@ SIGNALS = {"bus error": ("SIGBUS", 7), "segmentation fault": ("SIGSEGV", 11), "a
 SIGNUMS = {n: name for name, n in SIGNALS.values()}
 _ULIMITS = {"max locked memory": "memlock", "open files": "nofile", "max user processes": "nproc",
             "stack size": "stack"}
-_XID_PID = re.compile(r"^pid=(?:'?<unknown>'?|(\d+))(?:, name=([^,]*))?, ?")
-_RSS = re.compile(r"\b(anon|shmem)-rss:(\d+)kB")
-_BDF = re.compile(r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
-_DEVICE = re.compile(r"(?:Request device \[|device=)([0-9a-fA-F:.]+)")
-_NETDEV = re.compile(r"\s([\w.-]+):\s*$")
-_NODE = re.compile(r"^\s*([A-Za-z][\w.-]*):\s+$")
-_UCX_PID = re.compile(r"\[[^:\]\s]+:(\d+):\d+(?::\d+)?\]\s*$")
-_SHELL_PID = re.compile(r"(\d+)\s+$")
+_XID_PID = rx(r"^pid=(?:'?<unknown>'?|(\d+))(?:, name=([^,]*))?, ?")
+_RSS = rx(r"\b(anon|shmem)-rss:(\d+)kB")
+_BDF = rx(r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
+_DEVICE = rx(r"(?:Request device \[|device=)([0-9a-fA-F:.]+)")
+_NETDEV = rx(r"\s([\w.-]+):\s*$")
+_NODE = rx(r"^\s*([A-Za-z][\w.-]*):\s+$")
+_UCX_PID = rx(r"\[[^:\]\s]+:(\d+):\d+(?::\d+)?\]\s*$")
+_SHELL_PID = rx(r"(\d+)\s+$")
 
 
 def _version(f: Fields, *names: str) -> None:
@@ -182,7 +183,7 @@ def _b_acs(f: Fields) -> None:
         f[key] = name + "+" in flags
 
 
-_LNK = re.compile(r"Speed ([\w.]+/s)(?: \((downgraded|ok)\))?, Width (x\d+)(?: \((downgraded|ok)\))?")
+_LNK = rx(r"Speed ([\w.]+/s)(?: \((downgraded|ok)\))?, Width (x\d+)(?: \((downgraded|ok)\))?")
 
 
 def _b_link(f: Fields) -> None:

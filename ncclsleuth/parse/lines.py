@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
+from ..util.classes import dataclass
 from . import fastpath
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
@@ -36,6 +37,10 @@ STEP_SAMPLES_PER_RANK = 32
 # literal-prefixed scans find them in a block at str.find speed.
 STEP_SCANS = (re.compile(r"time: *\d+(?:\.\d+)?ms"), re.compile(r"elapsed time per iteration \(ms\)"))
 
+#: a comment line of nccl-tests' output ("# nThread 1 ...", "#  Rank  0 ...", "#"): "#" then a blank or
+#: the end, unlike a desync report's "\t   #1244 finished ranks:", which opened line-by-line mode
+#: for the rest of the file
+_TESTS_HEAD = re.compile(r"\s*#(?:[ \t]|$)")
 _ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
 _EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
 _FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
@@ -50,7 +55,8 @@ _FOLDED: Any = object()
 class Sink(fastpath.Sink, Protocol):
     """Where the fast path puts what it reads (:class:`ncclsleuth.model.job.JobModel`)."""
 
-    def add(self, ev: E.Event) -> None: ...
+    #: tree edges kept for channels below this one (the rest of a ``Trees`` line is not read)
+    tree_channels: int
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
 
@@ -297,7 +303,8 @@ class FileParser:
                 end = find("\n", nxt)
                 end = size if end < 0 else end
                 line = text[info:end]
-                said = fastpath.fast_line(plans, self.sink, self.source, n, line)  # type: ignore[arg-type]
+                said = fastpath.fast_line(plans, self.sink, self.source, n, line,  # type: ignore[arg-type]
+                                          self._templated)
                 if said:
                     self._bpos = info
                     evs = self._line(n, line)
@@ -436,7 +443,7 @@ class FileParser:
                 return [ev] if ev is not _FOLDED else []
         if not text.strip():
             return []
-        if text.lstrip().startswith("#"):
+        if _TESTS_HEAD.match(text):
             self._tests = True  # nccl-tests output: its result rows are only numbers
         out: list[E.Event] = []
         records = peel(text)
@@ -557,12 +564,27 @@ class FileParser:
         held.rec, held.events, held.joins = rec, [ev], held.joins + 1
         return True
 
+    def _templated(self, lineno: int, text: str, rule: str, fill: Any) -> bool:
+        """The ``EVENT`` plan's line (:mod:`.fastpath`): its event from its template, handed to
+        the sink, as ``_record_line_events`` does first; False where that makes no event (the
+        caller then parses the line the full way, which tries the template again and goes on)."""
+        try:
+            ev = self._from_raw(lineno, text, rule, fill(text))
+        except Exception:  # noqa: BLE001 - the full way handles (and counts) a line that breaks
+            return False
+        if ev is None or ev is _FOLDED:
+            return ev is _FOLDED
+        self.sink.add(ev)  # type: ignore[union-attr]  # plans exist only with a sink
+        return True
+
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
         """The event of a templated line (``_FOLDED`` when the connection sink took it)."""
         host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")
         if rule == "channel_conn" and self.sink is not None:
             self.sink.add_conn(self.source, lineno, host, int(pid), raw["src"], raw["dst"], raw["via"])
             return _FOLDED
+        if rule == "trees" and self._plans is not None:  # edges the model would not keep are never made
+            raw["tree"] = _channels_below(raw.get("tree", []), self.sink.tree_channels)  # type: ignore[union-attr]
         cls, fields = build(rule, raw)
         if cls is E.NcclOther:
             return None
@@ -834,6 +856,15 @@ class FileParser:
                 fields.setdefault("pg_rank", rec.pg_rank)
         return cls(source=self.source, line=lineno, text=text, host=rec.host, pid=rec.pid, tid=rec.tid,
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)
+
+
+def _channels_below(tokens: list[str], n: int) -> list[str]:
+    """The (``[index]``, spec) token pairs of a ``Trees`` line for channels below ``n``."""
+    out: list[str] = []
+    for i in range(0, len(tokens) - 1, 2):
+        if int(tokens[i].strip("[]")) < n:
+            out += tokens[i:i + 2]
+    return out
 
 
 def _said(ev: E.Event) -> int:

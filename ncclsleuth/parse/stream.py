@@ -7,11 +7,12 @@ catalog id, as opposed to the block-reading fast path of the model
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..events import Event
 from ..ingest.decode import LineReader
 from ..ingest.sources import InputFile, Notice, discover
+from ..util.classes import dataclass
 from .grammar import ShapeCache
 from .lines import FileParser
 

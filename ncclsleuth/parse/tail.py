@@ -19,9 +19,11 @@ time).  ``optimizer.step()``, ``steps: 16`` and ``global_step`` inside words are
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
+from re import escape as re_escape
 from typing import NamedTuple
+
+from ..util.rxstore import rx
 
 #: characters of the end of a file kept for this scan (a few thousand lines)
 TAIL_CHARS = 256 * 1024
@@ -31,11 +33,11 @@ TAIL_CHARS_MULTI = 8 * 1024 * 1024
 #: candidate lines tried per file of one rank before giving up
 _TRIES = 64
 
-_STEP = re.compile(r"(?<![\w.])(?i:global_step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
-_BAR = re.compile(r"(\d+)/(\d+) +\[(?:(\d+):)?(\d+):(\d\d)<")
+_STEP = rx(r"(?<![\w.])(?i:global_step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
+_BAR = rx(r"(\d+)/(\d+) +\[(?:(\d+):)?(\d+):(\d\d)<")
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "<")
 #: launcher prefixes that say which rank printed a line (as the envelope reads them)
-_RANK = re.compile(r"\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
+_RANK = rx(r"\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
                    r"|\[\d+,(\d+)\]<std")
 
 
@@ -119,18 +121,31 @@ def last_progress(blocks: list[tuple[int, str]]) -> Found | None:
     return None
 
 
+#: any of the progress anchors in a line (one search instead of one per literal)
+_ANY_ANCHOR = rx("|".join(re_escape(a) for a in _ANCHORS))
+
+
 def per_rank(blocks: list[tuple[int, str]]) -> tuple[dict[int | None, Found], dict[int | None, Found]]:
-    """Each rank prefix's last line and last progress line (``None``: lines without one)."""
+    """Each rank prefix's last line and last progress line (``None``: lines without one).
+
+    Every line of up to ``TAIL_CHARS_MULTI`` (100,000 lines of an interleaved file) is looked
+    at, so the loop does the least per line: the lines come from one ``split``, a blank line
+    is told by ``isspace`` (no copy), the rank by one regex match, the anchors by one search."""
     last: dict[int | None, Found] = {}
     prog: dict[int | None, Found] = {}
-    for n, s in _lines_back(blocks):
-        if not s.strip():
-            continue
-        r = rank_of(s)
-        if r not in last:
-            last[r] = Found(n, s)
-        if r not in prog and any(a in s for a in _ANCHORS):
-            p = progress(s)
-            if p is not None:
-                prog[r] = Found(n, s, p)
+    match, anchor = _RANK.match, _ANY_ANCHOR.search
+    for first, text in reversed(blocks):
+        lines = text.split("\n")
+        for i in range(len(lines) - 1, -1, -1):
+            s = lines[i]
+            if not s or s.isspace():
+                continue
+            m = match(s)
+            r = None if m is None else int(next(g for g in m.groups() if g is not None))
+            if r not in last:
+                last[r] = Found(first + i, s)
+            if r not in prog and anchor(s) is not None:
+                p = progress(s)
+                if p is not None:
+                    prog[r] = Found(first + i, s, p)
     return last, prog

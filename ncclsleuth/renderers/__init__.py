@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from ..util.classes import dataclass
+from ..util.rxstore import rx
 
 RENDERERS = {
     "terminal": "ncclsleuth.renderers.terminal",
@@ -160,7 +161,7 @@ def common_dir(paths: Sequence[str]) -> str:
         return ""
 
 
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+_BULLET = rx(r"^\s*(?:[-*•]|\d+[.)])\s")
 
 
 def reflow(text: str, wrapped_at: int = 60) -> list[str]:

@@ -8,8 +8,7 @@ two runs.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..events import Event
@@ -18,7 +17,9 @@ from ..model.summary import summarize
 from ..rules.findings import Evidence, Finding
 from ..rules.ranking import run_rules
 from ..rules.schema import Rule
+from ..util.classes import dataclass
 from ..util.gcpause import paused
+from ..util.rxstore import rx
 
 SCHEMA_VERSION = "1.0"
 #: what a report of something that is not a log says, and how to get one
@@ -29,7 +30,7 @@ HOW_TO_GET_A_LOG = (
     "then give ncclsleuth what every rank printed: torchrun writes it to its console, or one file per rank with "
     "--log-dir DIR --redirects 3 --tee 3; Slurm writes slurm-<jobid>.out (srun --output=%x-%j-%t.out for one "
     "file per task); mpirun writes to its stdout (--output-filename DIR for one file per rank).")
-_DIGITS = re.compile(r"\d+")
+_DIGITS = rx(r"\d+")
 MAX_UNEXPLAINED = 200
 
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..rules.findings import Finding
+from ..util.classes import dataclass
 from . import Report
 
 # What a finding category of the BAD run points at: change keys (exact) or prefixes ending in '*'.

@@ -9,15 +9,16 @@ that a process of the job bound is written with that host's name.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..events import Event
 from ..model.facts.said import said
 from ..model.job import JobModel
 from ..model.stats import ranges
+from ..util.classes import dataclass
+from ..util.rxstore import rx
 from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
 from .template import fill, is_missing, is_peer
 
@@ -245,7 +246,7 @@ def _filler(primary: Mapping[str, Any], named: Mapping[str, Mapping[str, Any]], 
     return filled
 
 
-_PORT = re.compile(r"(?:<\d+>|%\w+)+$")
+_PORT = rx(r"(?:<\d+>|%\w+)+$")
 
 
 def _named(text: str, ip_hosts: Mapping[str, str]) -> str:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
 from ..events import Event, is_record, plain
 from ..model.facts import FACTS
 from ..model.job import JobModel
+from ..util.classes import dataclass
 
 
 @dataclass

@@ -9,12 +9,14 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..events import REGISTRY
 from ..knowledge.schema import CATEGORIES
 from ..model.facts import SPECS
+from ..util.classes import dataclass
+from ..util.rxstore import rx
 from .template import placeholders
 
 
@@ -60,7 +62,7 @@ COND_KEYS = {"all", "any", "none", "not", "event", "fact", "where", "count", "as
 PRED_OPS = {"eq", "ne", "in", "not_in", "regex", "not_regex", "gt", "ge", "lt", "le", "exists", "contains"}
 COUNT_OPS = {"eq", "ne", "gt", "ge", "lt", "le"}
 TEST_KEYS = {"name", "fail", "pass", "expect_line", "expect_text", "files", "quiet_for"}
-_ID = re.compile(r"^[A-Z]{2,8}\d{3}$")
+_ID = rx(r"^[A-Z]{2,8}\d{3}$")
 #: ``category_from: knowledge``: the category the knowledge base gives the finding's first
 #: evidence line in its context (a one-element ALLREDUCE timing out is a barrier)
 KNOWLEDGE = "knowledge"
@@ -144,7 +146,7 @@ def validate(doc: Any, path: str) -> Rule:
     errors = check(doc, path)
     if errors:
         raise errors[0]
-    return _build(doc, path)
+    return build_rule(doc, path)
 
 
 def check(doc: Any, path: str) -> list[RuleError]:
@@ -220,7 +222,8 @@ def _did_you_mean(word: str, known: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(map(str, known)))})"
 
 
-def _build(doc: dict[str, Any], path: str) -> Rule:
+def build_rule(doc: dict[str, Any], path: str) -> Rule:
+    """The :class:`Rule` of a document that passed :func:`check` (the loader's kept pack did)."""
     return Rule(id=doc["id"], name=doc["name"], title=doc["title"], category=doc["category"],
                 severity=Severity.parse(doc["severity"]), confidence=float(doc["confidence"]),
                 description=doc["description"], match=doc["match"], message=doc["message"],

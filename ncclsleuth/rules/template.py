@@ -25,15 +25,17 @@ as ``?``.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
+from ..util.classes import dataclass
+from ..util.rxstore import rx
+
 #: ``{a}``, ``{a.b}``, ``{a|default}``, ``{a.b|default}``
-PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?(?:\|([^{}]*))?\}")
-_TOKEN = re.compile(r"\\[\[\]]|\[|\]|" + PLACEHOLDER.pattern)
+PLACEHOLDER = rx(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?(?:\|([^{}]*))?\}")
+_TOKEN = rx(r"\\[\[\]]|\[|\]|" + PLACEHOLDER.pattern)
 UNKNOWN = "unknown"
 
 

@@ -151,15 +151,8 @@ class CodeStore:
         """Add the code compiled here to the file (no-op when nothing is new)."""
         if not self._new:
             return
-        path = _code_path()
-        if path is None:
-            return
-        import marshal
-
-        with locked(path + ".lock"):  # workers save at the same time: read-merge-write
-            data = merge_recent(_read_code(), self._used, self._new, self.MAX_ENTRIES)
-            self._new = {}
-            write_atomic(path, marshal.dumps(data))
+        save_recent(_code_path(), _read_code, self._used, self._new, self.MAX_ENTRIES)
+        self._new = {}
 
 
 def _code_path() -> str | None:
@@ -171,26 +164,46 @@ def _code_path() -> str | None:
 
 def _read_code() -> dict[str, CodeType]:
     """The stored code, checked to be a dict of source -> code object; else empty."""
-    path = _code_path()
-    if path is None:
+    data = read_marshal(_code_path())
+    if not isinstance(data, dict):
         return {}
+    return {k: v for k, v in data.items() if type(k) is str and type(v) is CodeType}
+
+
+def read_marshal(path: str | None) -> Any:
+    """The marshal data in ``path``, or None when there is none or it cannot be read."""
+    if path is None:
+        return None
     import marshal
 
     try:
         with open(path, "rb") as f:
-            data = marshal.loads(f.read())
+            return marshal.loads(f.read())
     except (OSError, EOFError, ValueError, TypeError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if type(k) is str and type(v) is CodeType}
+        return None
+
+
+def save_recent(path: str | None, stored: Any, used: set[Any], new: dict[Any, Any], limit: int) -> None:
+    """Add ``new`` entries to the bounded marshal store at ``path`` (see :func:`merge_recent`;
+    ``stored()`` reads what is there).  Workers save at the same time: read-merge-write
+    under a lock.  A value marshal cannot write keeps nothing and loses nothing."""
+    if path is None or not new:
+        return
+    import marshal
+
+    with locked(path + ".lock"):
+        data = merge_recent(stored(), used, new, limit)
+        try:
+            write_atomic(path, marshal.dumps(data))
+        except ValueError:
+            pass
 
 
 #: the process's code store (grammar fills and event constructors share it)
 CODE = CodeStore()
 
 
-def derived(name: str, sources: list[str], build: Any, version: int = 1) -> Any:
+def derived(name: str, sources: list[str], build: Any, version: Any = 1) -> Any:
     """``build()``'s value, kept as marshal data while none of ``sources`` changed.
 
     For tables derived from data files that ship with ncclsleuth (the knowledge base's
@@ -199,40 +212,64 @@ def derived(name: str, sources: list[str], build: Any, version: int = 1) -> Any:
     dicts, ...); the key is the files' paths, sizes and mtimes, the ``version`` of the
     builder and the Python build (marshal's format is the interpreter's).
     """
-    import marshal
+    found, value = kept(name, sources, version)
+    if found:
+        return value
+    value = build()
+    keep(name, sources, value, version)
+    return value
 
+
+def _derived_key(name: str, sources: list[str], version: Any) -> tuple[bytes, str, str] | None:
+    """(key, file, stem) of a derived value: None when a source cannot be read or there is
+    no cache folder."""
     manifest = []
     for p in sources:
         try:
             st = os.stat(p)
         except OSError:
-            return build()
+            return None
         manifest.append((p, st.st_size, st.st_mtime_ns))
     key = repr((name, version, sys.hexversion, manifest)).encode()
     folder = cache_dir()
+    if folder is None:
+        return None
     # named by the sources' paths too: the tables of two installs or checkouts (a benchmark
     # alternating two builds, the tests' own knowledge folders) do not replace each other
     stem = f"{name}-{digest(repr(sources).encode())[:8]}-"
-    path = os.path.join(folder, f"{stem}{digest(key)}.marshal") if folder else None
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                stored = marshal.loads(f.read())
-            if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key:
-                return stored[1]
-        except (OSError, EOFError, ValueError, TypeError):
-            pass
-    value = build()
-    if path is not None and folder is not None:
-        try:
-            data = marshal.dumps((key, value))
-        except ValueError:  # a type marshal cannot write: not kept
-            return value
-        for old in os.listdir(folder):  # the tables of these files before they changed
-            if old.startswith(stem) and old.endswith(".marshal") and os.path.join(folder, old) != path:
-                try:
-                    os.unlink(os.path.join(folder, old))
-                except OSError:
-                    pass
-        write_atomic(path, data)
-    return value
+    return key, os.path.join(folder, f"{stem}{digest(key)}.marshal"), stem
+
+
+def kept(name: str, sources: list[str], version: Any = 1) -> tuple[bool, Any]:
+    """(True, value) as :func:`keep` stored it for these sources unchanged, else (False, None)."""
+    where = _derived_key(name, sources, version)
+    if where is None:
+        return False, None
+    key, path, _ = where
+    stored = read_marshal(path)
+    if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key:
+        return True, stored[1]
+    return False, None
+
+
+def keep(name: str, sources: list[str], value: Any, version: Any = 1) -> None:
+    """Store ``value`` for :func:`kept` (nothing when marshal cannot write it), replacing
+    what was kept for the same sources before they changed."""
+    import marshal
+
+    where = _derived_key(name, sources, version)
+    if where is None:
+        return
+    key, path, stem = where
+    try:
+        data = marshal.dumps((key, value))
+    except ValueError:  # a type marshal cannot write: not kept
+        return
+    folder = os.path.dirname(path)
+    for old in os.listdir(folder):  # the tables of these files before they changed
+        if old.startswith(stem) and old.endswith(".marshal") and os.path.join(folder, old) != path:
+            try:
+                os.unlink(os.path.join(folder, old))
+            except OSError:
+                pass
+    write_atomic(path, data)

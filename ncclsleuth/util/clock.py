@@ -20,18 +20,19 @@ time of day is put on day 0 and compares only with other bare times.
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import NamedTuple
+
+from .rxstore import rx
 
 _MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                              "Nov", "Dec"))}
 _CUM = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)  # days before each month (no leap days)
 
-_DATE = re.compile(r"(?:\d{4}-)?(\d\d|[A-Z][a-z]{2})-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-_GLOG = re.compile(r"(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
-_SYSLOG = re.compile(r"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)")
-_TIME = re.compile(r"(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?$")
+_DATE = rx(r"(?:\d{4}-)?(\d\d|[A-Z][a-z]{2})-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+_GLOG = rx(r"(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
+_SYSLOG = rx(r"([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)")
+_TIME = rx(r"(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?$")
 
 
 class Stamp(NamedTuple):

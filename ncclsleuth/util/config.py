@@ -20,9 +20,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from .classes import dataclass
+from .rxstore import rx
 
 FILE_NAMES = (".ncclsleuth.yaml", ".ncclsleuth.yml", "pyproject.toml")
 SEVERITIES = ("info", "warning", "error")
@@ -89,7 +92,7 @@ def find(start: str | Path | None = None) -> Path | None:
     return None
 
 
-_TABLE = re.compile(r"^\s*\[\s*tool\.ncclsleuth\s*\]", re.M)
+_TABLE = rx(r"^\s*\[\s*tool\.ncclsleuth\s*\]", re.M)
 
 
 def _has_table(path: Path) -> bool:

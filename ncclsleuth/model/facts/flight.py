@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ... import events as E
 from ...events.flight import FrOp
+from ...util.classes import dataclass
 from ..flight import FlightRecords, RankBits, Row
 from ..job import JobModel
 from ..members import rank_hosts

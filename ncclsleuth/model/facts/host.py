@@ -9,10 +9,10 @@ else the file itself; two tables of one file stay apart by their ``block``.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 
 from ... import events as E
+from ...util.rxstore import rx
 from ..job import JobModel
 from .base import Record, fact
 
@@ -26,7 +26,7 @@ GDR_DEFAULT_LEVEL = PATH_RANK["PXB"]
 #: Xids that point at the application's kernels (a bad address, an exception in the SM)
 #: unless they repeat on one GPU under different processes (knowledge: SYS-xid-13, SYS-xid-31)
 APP_XIDS = (13, 31)
-_GPU = re.compile(r"^GPU\d+$")
+_GPU = rx(r"^GPU\d+$")
 _ZERO_LID = {"0", "0x0", "0x0000"}
 
 

@@ -11,16 +11,15 @@ Init COMPLETE on an earlier line of the same file.
 """
 from __future__ import annotations
 
-import re
-
 from ... import knowledge
 from ...events import Event
+from ...util.rxstore import rx
 from ..job import JobModel
 from .base import Record, fact
 
 #: a global rank a message names: NCCL prints them "rank %d" ("Duplicate GPU detected : rank
 #: 0 and rank 1", "at and around rank 39"); "local rank 3" and "rank[3]" are not matched
-_NAMED_RANK = re.compile(r"(?<![\w-])(?<!local )(?<!Local )rank (\d{1,6})\b")
+_NAMED_RANK = rx(r"(?<![\w-])(?<!local )(?<!Local )rank (\d{1,6})\b")
 
 
 class KnownMessage(Record):

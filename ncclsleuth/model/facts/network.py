@@ -1,10 +1,10 @@
 """Facts about the network each process chose: interfaces, socket fallback, the minority network."""
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from ... import events as E
+from ...util.rxstore import rx
 from ..job import JobModel, Process
 from .base import Record, fact
 
@@ -42,7 +42,7 @@ class NetworkMinority(Record):
     majority_hosts: int
 
 
-_BAD_IFACE = re.compile(r"^(?:lo|docker\d*|virbr\d*|br-[0-9a-f]+|ip6tnl\d*|sit\d*|tunl\d*|vmnet\d*|"
+_BAD_IFACE = rx(r"^(?:lo|docker\d*|virbr\d*|br-[0-9a-f]+|ip6tnl\d*|sit\d*|tunl\d*|vmnet\d*|"
                         r"cni-podman\d*|podman\d*|lxcbr\d*|lxdbr\d*|gre\d*|erspan\d*)$")
 
 

@@ -9,9 +9,10 @@ the reference they are compared with.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ... import events as E
+from ...util.classes import dataclass
 from ..job import JobModel
 from .base import Record, fact, ranges
 

@@ -19,17 +19,16 @@ timeout; the waiting ranks are its symptoms.
 """
 from __future__ import annotations
 
-import re
-
 from ... import events as E
+from ...util.rxstore import rx
 from ..job import JobModel
 from ..members import members
 from .base import Record, fact, ranges
 
-_CLIENTS = re.compile(r"waiting for clients\. (\d+)/(\d+) clients joined")
-_KEYS = re.compile(r"wait timeout after (\d+) ?ms, keys: (\S+)")
-_GLOO_KEY = re.compile(r"^/([^/]*)/(\d+)//(\w+)//(\d+)/(\d+)$")
-_CUDA_KEY = re.compile(r"^/([^/]*)//cuda//(\d+)$")
+_CLIENTS = rx(r"waiting for clients\. (\d+)/(\d+) clients joined")
+_KEYS = rx(r"wait timeout after (\d+) ?ms, keys: (\S+)")
+_GLOO_KEY = rx(r"^/([^/]*)/(\d+)//(\w+)//(\d+)/(\d+)$")
+_CUDA_KEY = rx(r"^/([^/]*)//cuda//(\d+)$")
 
 
 class StoreWait(Record):

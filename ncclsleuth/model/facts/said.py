@@ -15,24 +15,23 @@ knowledge base gives the message (``knowledge/``), not by keywords:
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from ... import events as E
 from ... import knowledge
+from ...util.classes import dataclass
+from ...util.rxstore import rx
 
 #: kinds whose text never says anything about a rank of its own (the launcher's summary)
 _IGNORED = frozenset({"agent_failure", "failure_field", "failure_block_head", "signal_exit"})
 #: exceptions raised by the launcher about its children, not by a rank
-_AGENT_EXC = re.compile(r"ChildFailedError|SignalException|torch\.distributed\.elastic\.")
-_DIGITS = re.compile(r"\d{3,}")
+_AGENT_EXC = rx(r"ChildFailedError|SignalException|torch\.distributed\.elastic\.")
+_DIGITS = rx(r"\d{3,}")
 #: a symptom whose likely cause is one of these is a rank waiting for the others; any other
 #: likely cause (cuda_error, hardware_fault, cuda_oom, app_crash, ...) is the rank's own
 WAITING = frozenset({"collective_timeout", "collective_desync", "straggler", "rendezvous_misconfig",
                      "network_blocked", "slow_init"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Said:
     """One line's verdict: which of the four kinds, and the knowledge base's reading."""
 
@@ -75,7 +74,7 @@ def _watchdog_text(ev: E.WatchdogTimeout) -> str:
 
 #: bracketed wrappers at the start of a line: launcher ranks ``[rank0]:``, c10 glog headers
 #: ``[E1201 10:42:52.644326315 ProcessGroupGloo.cpp:67]``, ``[Rank 0]:`` tags, srun ``3: `` labels
-_PREFIXES = re.compile(r"(?:\s*(?:\[[^\]\n]{0,200}\]|\d{1,6}:(?= ))[: ]?)+")
+_PREFIXES = rx(r"(?:\s*(?:\[[^\]\n]{0,200}\]|\d{1,6}:(?= ))[: ]?)+")
 
 
 def strip_prefixes(text: str) -> str:

@@ -22,13 +22,14 @@ them: the finding accounts for them, and the symptom findings link to it).
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ... import events as E
+from ...util.classes import dataclass
 from ...util.clock import earlier
+from ...util.rxstore import rx
 from ..job import JobModel
 from ..members import Exit, Member, members
 from .base import Record, fact, ranges
@@ -42,7 +43,7 @@ MINORITY_MAX = 8
 # --------------------------------------------------------------------------- what each rank reported
 
 
-@dataclass
+@dataclass(slots=True)  # one per rank: no dict each
 class Report:
     """What one member reported: its lines with their verdicts, the first of each kind."""
 
@@ -577,8 +578,8 @@ class BusyPastTimeout(Record):
 #: PyTorch's default process-group timeouts: gloo, and NCCL before 2.2 (30 min); NCCL from
 #: 2.2 (10 min) (knowledge base PGN-WD-TIMEOUT: "default 600000 ms from v2.2, 1800000 ms before")
 DEFAULT_TIMEOUTS_S = (600, 1800)
-_BAR_WHAT = re.compile(r"^(.*?)[:\s]*\d+%\|")
-_TIMEOUT_MS = re.compile(r"(?:Timeout\(ms\)=|TIMEOUT\(ms\): |Timed out waiting )(\d+)")
+_BAR_WHAT = rx(r"^(.*?)[:\s]*\d+%\|")
+_TIMEOUT_MS = rx(r"(?:Timeout\(ms\)=|TIMEOUT\(ms\): |Timed out waiting )(\d+)")
 
 
 @fact(BusyPastTimeout)

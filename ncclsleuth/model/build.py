@@ -89,7 +89,8 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     """Piece ``k`` of ``inp`` parsed by one parser with a :class:`Recorder`, from a fresh
     state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
     first piece end where nothing is open."""
-    rec = Recorder(JobModel(drop).needs_event)
+    probe = JobModel(drop)
+    rec = Recorder(probe.needs_event, probe.tree_channels)
     fp = FileParser(inp.display, shapes, keep_text=False, use_catalog=False, sink=rec, drop=drop)
     fp.piece_tail()
     if resume is not None:

@@ -44,10 +44,11 @@ class Recorder:
     (one object each), so the records pickle small.
     """
 
-    def __init__(self, needs_event: Callable[[str], bool]) -> None:
-        """``needs_event``: the job model's (what its plans depend on)."""
+    def __init__(self, needs_event: Callable[[str], bool], tree_channels: int) -> None:
+        """``needs_event``, ``tree_channels``: the job model's (what the parser asks of its sink)."""
         self.ops: list[Any] = []
         self._needs = needs_event
+        self.tree_channels = tree_channels
         self._hp: dict[str, str] = {}
         self._conn: dict[str, tuple[str, str, str, str]] = {}
 

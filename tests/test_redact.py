@@ -320,3 +320,26 @@ def test_generated_identifiers_never_survive(ids: dict[str, str]) -> None:
     for fmt, text in {"json": render("json", rep), "markdown": render("markdown", rep, max_chars=100_000),
                       "terminal": render("terminal", rep), "html": render("html", rep, figures=rep.figures)}.items():
         assert not leaks(text, secrets), f"{fmt} leaks {leaks(text, secrets)}"
+
+
+# The IPv6 body is possessive on Python 3.11+ (no backtracking on 1 MB of "fe80:fe80:...");
+# it must find exactly the spans of the backtracking form it replaced.
+_V6_BACKTRACKING = re.compile(r"(?<![\w.])([0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3})"
+                              r"(%[\w.-]{1,32})?(?![\w:]|\.\w)")
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet="0123456789abcdefABCDEF:.%_- gx\n", max_size=60))
+def test_ipv6_spans_same_as_backtracking_form(s: str) -> None:
+    from ncclsleuth.report.redact import _IPV6
+
+    assert [m.span() for m in _IPV6.finditer(s)] == [m.span() for m in _V6_BACKTRACKING.finditer(s)]
+
+
+def test_ipv6_examples_found() -> None:
+    from ncclsleuth.report.redact import _IPV6
+
+    for text, want in [("addr fe80::1%eth0 up", "fe80::1%eth0"), ("gid ::ffff:10.1.0.17,", "::ffff:10.1.0.17"),
+                       ("x 2001:db8:0:0:1:0:0:1 y", "2001:db8:0:0:1:0:0:1")]:
+        m = _IPV6.search(text)
+        assert m is not None and m.group(0) == want

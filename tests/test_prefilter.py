@@ -101,3 +101,15 @@ def test_step_times_are_sampled_in_the_fast_path(tmp_path):
     evs = [e for first, block in BlockReader(InputFile(str(p))) for e in fp.parse_block(first, block)]
     assert [(e.kind, e.line, e.ms) for e in evs][:2] == [("step_time", 1, 1000.0), ("step_time", 2, 1001.0)]
     assert len(evs) == STEP_SAMPLES_PER_RANK
+
+
+def test_step_lines_read_one_by_one_are_not_counted_twice(tmp_path):
+    """After nccl-tests' header every line is read one by one (its rows are only numbers); the
+    step scan of the block must not take those step lines a second time."""
+    header = "# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20\n"
+    p = tmp_path / "rank0.log"
+    p.write_text(header + "".join(f"iter {i}: loss 1.0, time: {1000 + i}.0ms\n" for i in range(10)))
+    fp = FileParser(str(p), ShapeCache(), keep_text=False, use_catalog=False)
+    evs = [e for first, block in BlockReader(InputFile(str(p))) for e in fp.parse_block(first, block)]
+    steps = [(e.line, e.ms) for e in evs if e.kind == "step_time"]
+    assert steps == [(i + 2, 1000.0 + i) for i in range(10)]

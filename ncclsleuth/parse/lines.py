@@ -284,11 +284,13 @@ class FileParser:
         # the next plain NCCL INFO line (``info``: where its line starts), found by str.find: the
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2
+        lined: list[int] = []  # where the lines read one by one start (the step scan skips them)
         while pos <= size:
             if self._open():  # line by line while a block is open
                 end = find("\n", pos)
                 end = size if end < 0 else end
                 self._bpos = pos
+                lined.append(pos)
                 put(self._line(n, text[pos:end]))
                 n, pos = n + 1, end + 1
                 continue
@@ -324,7 +326,7 @@ class FileParser:
             n, pos = n + 1, end + 1
         self._btext = None
         self._keep_tail(text)
-        steps = self._step_lines(first, text)
+        steps = self._step_lines(first, text, lined)
         if steps:
             (self._on_steps or put)(steps)
         return out
@@ -349,23 +351,26 @@ class FileParser:
         for ev in events:
             add(ev)
 
-    def _step_lines(self, first: int, text: str) -> list[E.Event]:
+    def _step_lines(self, first: int, text: str, lined: list[int]) -> list[E.Event]:
         """Step-timing lines the prefilter skipped (one literal scan per format), sampled.
 
         A median needs a few dozen steps, not every step of a long run: at most
         ``STEP_SAMPLES_PER_RANK`` per rank are parsed, and a file of one rank stops being
-        scanned once its rank has them.
+        scanned once its rank has them.  Lines the main loop read one by one (``lined``: their
+        starts, while a traceback, a tool's block or nccl-tests output was open) have had their
+        parse there; taking them again here counted every such step twice.
         """
         out: list[E.Event] = []
         if self._steps_done:
             return out
+        done = set(lined)
         for rx in STEP_SCANS:
             counted, n = 0, first
             for m in rx.finditer(text):
                 start = text.rfind("\n", 0, m.start()) + 1
                 end = text.find("\n", m.start())
                 line = text[start:] if end < 0 else text[start:end]
-                if PREFILTER.search(line) is not None:
+                if start in done or PREFILTER.search(line) is not None:
                     continue  # the main loop has handled it
                 n += text.count("\n", counted, start)
                 counted = start

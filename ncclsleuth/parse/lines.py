@@ -155,6 +155,18 @@ class ParseStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+def sample_step(counts: dict[int | None, int], rank: int | None) -> tuple[bool, bool]:
+    """The step-line sampling of a file: (keep this rank's step line, sampling is done).  At most
+    ``STEP_SAMPLES_PER_RANK`` per rank; a file of one rank is done once its rank has them.
+    ``counts`` (per rank, so far) is updated.  One rule for the parser and for a file parsed in
+    pieces (:class:`ncclsleuth.parse.pieces.StepSampler`)."""
+    seen = counts.get(rank, 0)
+    keep = seen < STEP_SAMPLES_PER_RANK
+    if keep:
+        counts[rank] = seen + 1
+    return keep, len(counts) == 1 and min(counts.values()) >= STEP_SAMPLES_PER_RANK
+
+
 def tail_cap(ranks: set[int] | frozenset[int]) -> int:
     """Characters of the end of a file kept for :mod:`.tail`: more where the file interleaves ranks."""
     return TAIL_CHARS_MULTI if len(ranks) >= 2 else TAIL_CHARS
@@ -375,13 +387,12 @@ class FileParser:
                 n += text.count("\n", counted, start)
                 counted = start
                 ev = self._step_event(n, line)
-                if ev is not None:
-                    seen = self._step_counts.get(ev.rank, 0)
-                    if seen < STEP_SAMPLES_PER_RANK:
-                        self._step_counts[ev.rank] = seen + 1
-                        out.append(ev)
-                if len(self._step_counts) == 1 and min(self._step_counts.values()) >= STEP_SAMPLES_PER_RANK:
-                    self._steps_done = True
+                if ev is None:
+                    continue
+                keep, self._steps_done = sample_step(self._step_counts, ev.rank)
+                if keep:
+                    out.append(ev)
+                if self._steps_done:
                     return out
         return out
 

@@ -28,7 +28,7 @@ from typing import Any
 from .. import events as E
 from ..ingest.sources import Notice
 from .blocks import LOOKBACK_CHARS, MAX_LOOKBACKS
-from .lines import STEP_SAMPLES_PER_RANK, Carry, Sink
+from .lines import Carry, Sink, sample_step
 
 #: the words of a reader's notice of its first cut line (a file says its first one only)
 CUT_NOTICE = "bytes: cut at"
@@ -141,7 +141,7 @@ def whole(evs: list[E.Event]) -> list[E.Event]:
 class StepSampler:
     """The whole file's step-line sampling over pieces sampled on their own: the first
     ``STEP_SAMPLES_PER_RANK`` per rank of the file, and none once a file of one rank has them
-    (as ``FileParser._step_lines``)."""
+    (:func:`~.lines.sample_step`, as ``FileParser._step_lines``)."""
 
     def __init__(self, carry: Carry) -> None:
         self.counts = dict(carry.step_counts)
@@ -149,16 +149,12 @@ class StepSampler:
 
     def __call__(self, evs: list[E.Event]) -> list[E.Event]:
         out = []
-        counts = self.counts
         for ev in evs:
             if self.done:
                 break
-            seen = counts.get(ev.rank, 0)
-            if seen < STEP_SAMPLES_PER_RANK:
-                counts[ev.rank] = seen + 1
+            keep, self.done = sample_step(self.counts, ev.rank)
+            if keep:
                 out.append(ev)
-                if len(counts) == 1 and seen + 1 >= STEP_SAMPLES_PER_RANK:
-                    self.done = True
         return out
 
 

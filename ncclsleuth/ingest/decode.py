@@ -96,6 +96,11 @@ class Caps:
         return None
 
 
+#: the magic bytes of the compressed formats :func:`decompress` reads (gzip, bzip2, xz): what
+#: a follower or a file split into byte ranges must leave whole
+COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+
+
 def decompress(raw: BinaryIO, head: bytes) -> tuple[BinaryIO, str | None, Caps | None]:
     """The decompressed stream of a gzip/bzip2/xz file (by its magic bytes), else ``raw``,
     and the caps its reader checks (:class:`Caps`; None for plain data).

@@ -26,13 +26,12 @@ from dataclasses import field
 from typing import Any
 
 from ..util.classes import dataclass
-from .decode import MAX_LINE_BYTES, LineReader, clean, looks_binary
+from .decode import COMPRESSED_MAGIC, MAX_LINE_BYTES, LineReader, clean, looks_binary
 from .sources import InputFile, Notice, limits, link_notice, outside
 
 #: Most bytes read from one file in one poll (a huge backlog is read over several polls).
 MAX_READ_PER_POLL = 16 << 20
 _TAIL = 64
-_COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 _SKIP = (".png", ".jpg", ".jpeg", ".gif", ".pdf", ".pt", ".pth", ".ckpt", ".safetensors", ".so", ".tar",
          ".zip", ".whl", ".pyc", ".npy", ".npz", ".bin", ".html", ".svg", ".json")
 
@@ -227,7 +226,7 @@ class Follower:
                 return None
             if not head:
                 return None
-            if head.startswith(_COMPRESSED):
+            if head.startswith(COMPRESSED_MAGIC):
                 f.mode = "compressed"
             elif looks_binary(head):
                 f.mode = "binary"

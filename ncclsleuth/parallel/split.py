@@ -18,7 +18,7 @@ from typing import Any
 
 from ..ingest import dumps
 from ..ingest.blocks import RangeReader, Span, block_start
-from ..ingest.decode import MAX_LINE_BYTES, looks_binary, open_regular, repair_notes
+from ..ingest.decode import COMPRESSED_MAGIC, MAX_LINE_BYTES, looks_binary, open_regular, repair_notes
 from ..ingest.sources import InputFile, Notice
 from ..model.build import parse_piece, worker_cache
 from ..model.job import JobModel
@@ -48,7 +48,7 @@ def _splittable(inp: InputFile, size: int, piece_bytes: int) -> bool:
         return False
     odd = head.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\n" not in head and b"\r" in head)
     return not (odd or looks_binary(head) or dumps.sniff_bytes(head) is not None
-                or head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")))
+                or head.startswith(COMPRESSED_MAGIC))
 
 
 def spans(path: str, size: int, n: int) -> list[Span]:

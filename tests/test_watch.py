@@ -68,6 +68,7 @@ class Running:
         self.w = Watcher(paths, on_finding=lambda f: self.found.append((time.time(), f)), **kw)
         self.interval = interval
         self._stop = threading.Event()
+        self.lock = threading.Lock()  # held by each poll: a test holds it to write several files between polls
         self.errors: list[BaseException] = []
         self.t = threading.Thread(target=self._loop, daemon=True)
         self.t.start()
@@ -75,7 +76,8 @@ class Running:
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self.w.poll()
+                with self.lock:
+                    self.w.poll()
                 time.sleep(self.interval)
         except BaseException as exc:  # noqa: BLE001 - surfaced by the test
             self.errors.append(exc)
@@ -130,9 +132,10 @@ def test_silent_host_while_others_finished_init(tmp_path, live):
     watched.mkdir()
     run = live([watched], silence=1.5)
     silent = {n for n in files if host_of(n) == "node002"}
-    for n in sorted(silent):  # these ranks start, reach Init START, then never write again
-        before, _ = split_at(files[n], "Bootstrap timings")
-        append(watched / n, before)
+    with run.lock:  # one poll sees all four start: a poll between the files would make rank 8 silent first
+        for n in sorted(silent):  # these ranks start, reach Init START, then never write again
+            before, _ = split_at(files[n], "Bootstrap timings")
+            append(watched / n, before)
     t_silent = time.time()
     for n in sorted(set(files) - silent):  # the others start (new files appear) and finish init, in steps
         half = len(files[n]) // 2

@@ -3,6 +3,8 @@ track belongs to, what each line says about its rank (tracks, members, knowledge
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ncclsleuth import api
 from ncclsleuth import events as E
@@ -81,6 +83,74 @@ def test_each_rank_of_a_tail_kept_in_blocks_with_blank_lines():
     assert {r: (f.line, f.text) for r, f in last.items()} == {
         0: (6, "[rank0]: boom"), 1: (3, "[rank1]: Step [4/9]"), None: (2, "plain line")}
     assert {r: (f.line, f.progress.step) for r, f in prog.items()} == {0: (1, 3), 1: (3, 4)}  # type: ignore[union-attr]
+
+
+def _per_rank_every_line(blocks):
+    """per_rank as it read every line of the tail (before chunks were skipped): the reference."""
+    from ncclsleuth.parse.tail import _ANY_ANCHOR, _RANK, Found
+    last, prog = {}, {}
+    for first, text in reversed(blocks):
+        lines = text.split("\n")
+        for i in range(len(lines) - 1, -1, -1):
+            s = lines[i]
+            if not s or s.isspace():
+                continue
+            m = _RANK.match(s)
+            r = None if m is None else int(next(g for g in m.groups() if g is not None))
+            last.setdefault(r, Found(first + i, s))
+            if r not in prog and _ANY_ANCHOR.search(s) is not None and progress(s) is not None:
+                prog[r] = Found(first + i, s, progress(s))
+    return last, prog
+
+
+_TAIL_LINES = st.one_of(
+    st.sampled_from(["", "  ", "plain line", "step 4 loss 1", "node1:1:1 [0] NCCL INFO x", "Traceback:"]),
+    st.builds(lambda pre, r, body: f"{pre.format(r)}{body}",
+              st.sampled_from(["[rank{}]: ", "[default{}]:", "{}: ", "[1,{}]<stdout>: ", "[Rank {}] "]),
+              st.integers(0, 40), st.sampled_from(["step 7 loss 2", "iter 3: x", "RuntimeError: boom", "x", " "])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_TAIL_LINES, min_size=1, max_size=400), min_size=1, max_size=4), st.integers(16, 4096))
+def test_per_rank_chunked_reads_what_every_line_gives(block_lines, chunk):
+    """Chunks skipped once their ranks are answered: the same answers as reading every line."""
+    from ncclsleuth.parse import tail
+    blocks, n = [], 1
+    for bl in block_lines:
+        blocks.append((n, "\n".join(bl)))
+        n += len(bl)
+    old = tail._CHUNK
+    tail._CHUNK = chunk
+    try:
+        assert per_rank(blocks) == _per_rank_every_line(blocks)
+    finally:
+        tail._CHUNK = old
+
+
+def test_per_rank_skips_chunks_of_answered_ranks(monkeypatch):
+    """The burst at the end answers every rank; the 100,000 lines before it are not read one by one."""
+    from ncclsleuth.parse import tail
+    body = "".join(f"[rank{i % 8}]: step {i} loss 1\n" for i in range(100_000))
+    burst = "\n".join(f"[rank{r}]: step 99 loss 1\n[rank{r}]: RuntimeError: boom" for r in range(8))
+    text = body + burst + "\nplain\nstep 3"
+    expected = _per_rank_every_line([(1, text)])
+    matched = []
+    real = tail._RANK
+
+    class Counting:
+        """The prefix regex, counting the lines it is matched against."""
+
+        def match(self, s, *pos):
+            matched.append(1)
+            return real.match(s, *pos)
+
+    monkeypatch.setattr(tail, "_RANK", Counting())
+    last, prog = per_rank([(1, text)])
+    assert (last, prog) == expected
+    assert {r: f.text for r, f in last.items()} == {**{r: f"[rank{r}]: RuntimeError: boom" for r in range(8)},
+                                                     None: "step 3"}
+    assert {r: f.progress.step for r, f in prog.items()} == {**{r: 99 for r in range(8)}, None: 3}  # type: ignore[union-attr]
+    assert len(matched) < 5_000, f"{len(matched)} lines read one by one"
 
 
 def test_a_files_rank_from_its_prefix_its_nccl_process_its_name_and_its_sibling():

@@ -49,6 +49,11 @@ class BlockReader:
         self.repairs = (0, 0, 0)
         #: the byte offset of the block last yielded (a regular file's)
         self.at = 0
+        #: the byte offset past what was read, and whether a block can be read again from its
+        #: offset (:meth:`again`): a plain local file, read aligned (not a remote object: reads
+        #: there are counted, nor an archive or standard input)
+        self.pos = 0
+        self.rereadable = False
 
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
@@ -114,6 +119,8 @@ class BlockReader:
         # drop the whole last buffer); plain files have read1 too
         read = getattr(stream, "read1", stream.read)
         aligned = caps is None and self.inp.path != "-" and hasattr(stream, "seek")
+        inner = getattr(self.inp, "inner", None) or self.inp
+        self.rereadable = aligned and type(inner) is InputFile
         pos = at
         while True:
             if aligned:
@@ -126,6 +133,7 @@ class BlockReader:
                 data = read(self.block)
             if not data:
                 break
+            self.pos = pos
             self.bytes_read += len(data)
             if caps is not None and (why := caps.over(self.bytes_read)) is not None:
                 self._note(cap_note(why, lineno - 1))
@@ -178,6 +186,11 @@ class BlockReader:
         if stop is None:
             repair_notes(self, bad, self._nul, cut, self.max_line)
 
+    def again(self, start: int, end: int, first: int) -> str:
+        """The block this reader yielded from byte ``start`` to ``end``, read again (only where
+        ``rereadable``)."""
+        return reread(self.inp, start, end, first)
+
     def _has_long_line(self, text: str) -> bool:
         """Whether a line of this block is over ``max_line``.
 
@@ -214,6 +227,14 @@ class Span:
     start: int
     end: int
     first: int
+
+
+def reread(inp: InputFile, start: int, end: int, first: int) -> str:
+    """The text of the block a :class:`BlockReader` yielded from byte ``start`` of a plain
+    file, up to ``end`` (where the next began), read again; ``""`` where it can no longer be read.
+    The file's parse kept only these offsets (:class:`ncclsleuth.parse.tail.Kept`)."""
+    blocks = list(RangeReader(inp, start, end, first))
+    return blocks[0][1] if len(blocks) == 1 else "\n".join(t for _, t in blocks)
 
 
 class RangeReader(BlockReader):

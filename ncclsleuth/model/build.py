@@ -40,6 +40,7 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
     # INFO log) without event objects
     fp = FileParser(src, shapes or worker_cache(cache), keep_text=False, use_catalog=False, sink=model,
                     drop=drop)
+    fp.tail_from(reader)  # the tail's blocks as offsets where the file can be read again
     model.add_source(src)
     parse = fp.parse_block
     ras = None

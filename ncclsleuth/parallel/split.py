@@ -25,6 +25,7 @@ from ..model.job import JobModel
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser, tail_cap
 from ..parse.pieces import CUT_NOTICE, Piece, StepSampler, replay, taken, whole
+from ..parse.tail import Kept
 from .forked import available, run_in_order
 from .local import Result, _parse_task, _runs
 
@@ -175,15 +176,15 @@ class Assembler:
         while self.kept_chars - kept[0][1] >= cap and len(kept) > 1:
             self.kept_chars -= kept.popleft()[1]
 
-    def _end_blocks(self) -> list[tuple[int, str]]:
+    def _end_blocks(self) -> Kept:
         """The kept end blocks, read again (a range reader from the first: the same blocks)."""
         if not self.kept:
-            return []
+            return Kept()
         first, _, at = self.kept[0]
         reader = RangeReader(self.inp, at, self.spans[-1].end, first)
-        blocks = list(reader)
+        blocks = Kept(reader)
         if [b[0] for b in blocks] != [k[0] for k in self.kept]:  # the file changed meanwhile
-            blocks = blocks[-len(self.kept):]
+            blocks = Kept(blocks[-len(self.kept):])
         return blocks
 
     def done(self) -> tuple[JobModel, list[Notice], bool]:

@@ -29,7 +29,7 @@ from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache
-from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, last_line, last_progress, per_rank, rank_of
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, rank_of
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -225,8 +225,7 @@ class FileParser:
         self._held: _Held | None = None
         self._catalog: dict[str, tuple[str | None, str | None]] = {}
         #: the last blocks read (at most TAIL_CHARS), for where the output stops (:mod:`.tail`)
-        self._end_blocks: list[tuple[int, str]] = []
-        self._end_chars = 0
+        self._end_blocks = Kept()
         self._end_line: tuple[int, list[str]] | None = None  # line mode: (first, lines)
         #: launcher ranks seen on this file's events (two are enough: the file interleaves ranks)
         self._ranks: set[int] = set()
@@ -653,9 +652,14 @@ class FileParser:
         """The launcher ranks seen so far (two at most): what decides the tail's cap."""
         return tuple(self._ranks)
 
-    def end_blocks(self, blocks: list[tuple[int, str]]) -> None:
+    def tail_from(self, source: Source) -> None:
+        """Keep the end blocks as offsets into ``source`` where it can read them again
+        (:class:`~.tail.Kept`): ``source`` yields this parser's blocks, in order."""
+        self._end_blocks = Kept(source=source)
+
+    def end_blocks(self, blocks: Iterable[tuple[int, str]]) -> None:
         """The end blocks the whole file's parser would have kept (the file was parsed in pieces)."""
-        self._end_blocks, self._end_chars = blocks, sum(len(t) for _, t in blocks)
+        self._end_blocks = Kept(blocks)
 
     def piece_flags(self) -> tuple[bool, bool, bool]:
         """(lines read back before the piece's start, a failure-block field with no block
@@ -667,11 +671,8 @@ class FileParser:
         if self._piece_tail:
             return
         tail = self._end_blocks
-        tail.append((first, text))
-        self._end_chars += len(text)
-        cap = tail_cap(self._ranks)
-        while self._end_chars - len(tail[0][1]) >= cap and len(tail) > 1:
-            self._end_chars -= len(tail.pop(0)[1])
+        tail.append(first, text)
+        tail.trim(tail_cap(self._ranks))
 
     def _keep_line(self, lineno: int, text: str) -> None:
         """Line mode: consecutive lines gathered into blocks for the tail."""
@@ -695,7 +696,7 @@ class FileParser:
         blocks = self._end_blocks
         if not blocks:
             return []
-        self._end_blocks, self._end_chars = [], 0  # watch calls finish() again after more lines
+        self._end_blocks = Kept(source=blocks.source)  # watch calls finish() again after more lines
         if len(self._ranks) >= 2 or self._mixed(blocks):
             last, prog = per_rank(blocks)
             found = [(f, E.LastLine) for f in last.values()] + [(f, E.Progress) for f in prog.values()]
@@ -713,7 +714,7 @@ class FileParser:
         return out
 
     @staticmethod
-    def _mixed(blocks: list[tuple[int, str]]) -> bool:
+    def _mixed(blocks: Kept) -> bool:
         """Whether the end of the file shows lines of two ranks (launcher prefixes)."""
         seen = set()
         text = blocks[-1][1]

@@ -19,9 +19,9 @@ time).  ``optimizer.step()``, ``steps: 16`` and ``global_step`` inside words are
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from re import escape as re_escape
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, overload
 
 from ..util.rxstore import rx
 
@@ -39,6 +39,95 @@ _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "<")
 #: launcher prefixes that say which rank printed a line (as the envelope reads them)
 _RANK = rx(r"\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
                    r"|\[\d+,(\d+)\]<std")
+
+
+class Source(Protocol):
+    """Where the blocks of a file's parse come from, when they can be read again
+    (:class:`ncclsleuth.ingest.blocks.BlockReader` of a plain file)."""
+
+    rereadable: bool
+    at: int
+    pos: int
+
+    def again(self, start: int, end: int, first: int) -> str: ...
+
+
+class Kept(Sequence[tuple[int, str]]):
+    """The end blocks kept for this scan, oldest first, at most ``cap`` characters past the first.
+
+    The newest ``TAIL_CHARS`` are kept as text: a block of ASCII as it is, any other as UTF-8,
+    decoded when read (one progress-bar ``█`` makes CPython store a block at 2 bytes a
+    character, 4 for an emoji).  With a ``source`` that can read its blocks again (a plain
+    local file), older blocks are kept as their byte offsets and read again when this scan
+    reads them: the tail of an interleaved file is up to 8 M characters, held through the
+    whole parse, and a file of one rank (or a short one) is still opened once.  Blocks are
+    read back one at a time (``reversed`` walks from the newest), never all at once."""
+
+    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars")
+
+    def __init__(self, blocks: Iterable[tuple[int, str]] = (), source: Source | None = None) -> None:
+        #: (first line, the text or its offset, characters, the offset or -1)
+        self._items: list[tuple[int, str | bytes | int, int, int]] = []
+        self.chars = 0
+        self._source = source
+        self._hot = 0  # the first block kept as text
+        self._hot_chars = 0
+        for first, text in blocks:
+            self.append(first, text)
+
+    def append(self, first: int, text: str) -> None:
+        src = self._source
+        at = src.at if src is not None and src.rereadable else -1
+        self._items.append((first, text if text.isascii() else text.encode("utf-8", "surrogatepass"), len(text), at))
+        self.chars += len(text)
+        self._hot_chars += len(text)
+        items = self._items
+        while self._hot_chars - items[self._hot][2] >= TAIL_CHARS and items[self._hot][3] >= 0:
+            f, _, n, off = items[self._hot]
+            items[self._hot] = (f, off, n, off)  # older than the newest TAIL_CHARS: its offset only
+            self._hot_chars -= n
+            self._hot += 1
+
+    def trim(self, cap: int) -> None:
+        """Drop the oldest blocks while the rest still hold ``cap`` characters."""
+        items = self._items
+        while len(items) > 1 and self.chars - items[0][2] >= cap:
+            n = items.pop(0)[2]
+            self.chars -= n
+            if self._hot:
+                self._hot -= 1
+            else:
+                self._hot_chars -= n
+
+    @property
+    def source(self) -> Source | None:
+        return self._source
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, str]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[int, str]]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[int, str] | Sequence[tuple[int, str]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        items = self._items
+        first, kept, _, _ = items[i]
+        if isinstance(kept, str):
+            return first, kept
+        if isinstance(kept, bytes):
+            return first, kept.decode("utf-8", "surrogatepass")
+        assert self._source is not None  # offsets are kept only with a source
+        j = i % len(items) + 1
+        end = items[j][3] if j < len(items) and items[j][3] >= 0 else self._source.pos
+        return first, self._source.again(kept, end, first)
+
+    def __reversed__(self) -> Iterator[tuple[int, str]]:
+        for i in range(len(self._items) - 1, -1, -1):
+            yield self[i]
 
 
 class Progress(NamedTuple):
@@ -79,7 +168,7 @@ def rank_of(line: str) -> int | None:
     return int(next(g for g in m.groups() if g is not None))
 
 
-def _lines_back(blocks: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+def _lines_back(blocks: Sequence[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """(line number, text) of the kept blocks, last line first."""
     for first, text in reversed(blocks):
         n = first + text.count("\n")
@@ -91,7 +180,7 @@ def _lines_back(blocks: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
             end = start - 1
 
 
-def last_line(blocks: list[tuple[int, str]]) -> Found | None:
+def last_line(blocks: Sequence[tuple[int, str]]) -> Found | None:
     """The last non-empty line."""
     for n, s in _lines_back(blocks):
         if s.strip():
@@ -99,7 +188,7 @@ def last_line(blocks: list[tuple[int, str]]) -> Found | None:
     return None
 
 
-def last_progress(blocks: list[tuple[int, str]]) -> Found | None:
+def last_progress(blocks: Sequence[tuple[int, str]]) -> Found | None:
     """The last progress line of a file of one rank (literal search backwards)."""
     tries = 0
     for first, text in reversed(blocks):
@@ -125,27 +214,55 @@ def last_progress(blocks: list[tuple[int, str]]) -> Found | None:
 _ANY_ANCHOR = rx("|".join(re_escape(a) for a in _ANCHORS))
 
 
-def per_rank(blocks: list[tuple[int, str]]) -> tuple[dict[int | None, Found], dict[int | None, Found]]:
+#: characters of a tail looked at together by :func:`per_rank` (a few hundred lines)
+_CHUNK = 64 * 1024
+#: a launcher prefix at the start of a line after the first (a literal first: the regex engine
+#: looks for newlines, in C, and tries the prefix only there)
+_NL_RANK = rx("\n(?:" + _RANK.pattern + ")")
+
+
+def _ranks_in(text: str, start: int, end: int) -> set[int]:
+    """The ranks whose prefix starts a line of ``text[start:end]`` (``start`` a line start)."""
+    ranks = {int(a or b or c) for a, b, c in set(_NL_RANK.findall(text, start, end))}
+    m = _RANK.match(text, start)
+    if m is not None:
+        ranks.add(int(next(g for g in m.groups() if g is not None)))
+    return ranks
+
+
+def per_rank(blocks: Sequence[tuple[int, str]]) -> tuple[dict[int | None, Found], dict[int | None, Found]]:
     """Each rank prefix's last line and last progress line (``None``: lines without one).
 
-    Every line of up to ``TAIL_CHARS_MULTI`` (100,000 lines of an interleaved file) is looked
-    at, so the loop does the least per line: the lines come from one ``split``, a blank line
-    is told by ``isspace`` (no copy), the rank by one regex match, the anchors by one search."""
+    Up to ``TAIL_CHARS_MULTI`` (100,000 lines of an interleaved file) is read back in chunks of
+    ``_CHUNK`` characters.  Once the lines without a prefix have both answers, a chunk whose
+    prefixed lines (found by one regex pass, in C) belong only to ranks already answered is
+    skipped unread; any other chunk is read line by line: its lines come from one ``split``, a
+    blank line is told by ``isspace`` (no copy), the rank by one regex match, the anchors by one
+    search.  The answers are those of reading every line (``tests/test_members.py``)."""
     last: dict[int | None, Found] = {}
     prog: dict[int | None, Found] = {}
     match, anchor = _RANK.match, _ANY_ANCHOR.search
     for first, text in reversed(blocks):
-        lines = text.split("\n")
-        for i in range(len(lines) - 1, -1, -1):
-            s = lines[i]
-            if not s or s.isspace():
-                continue
-            m = match(s)
-            r = None if m is None else int(next(g for g in m.groups() if g is not None))
-            if r not in last:
-                last[r] = Found(first + i, s)
-            if r not in prog and anchor(s) is not None:
-                p = progress(s)
-                if p is not None:
-                    prog[r] = Found(first + i, s, p)
+        end, idx = len(text), text.count("\n")  # the chunk [start, end), idx: its last line's index
+        while True:
+            start = 0 if end <= _CHUNK else text.rfind("\n", 0, end - _CHUNK) + 1
+            top = idx - text.count("\n", start, end)  # the index of the chunk's first line
+            ranks = _ranks_in(text, start, end) if None in last and None in prog else None
+            if ranks is None or any(r not in last or r not in prog for r in ranks):
+                lines = text[start:end].split("\n")
+                for i in range(len(lines) - 1, -1, -1):
+                    s = lines[i]
+                    if not s or s.isspace():
+                        continue
+                    m = match(s)
+                    r = None if m is None else int(next(g for g in m.groups() if g is not None))
+                    if r not in last:
+                        last[r] = Found(first + top + i, s)
+                    if r not in prog and anchor(s) is not None:
+                        p = progress(s)
+                        if p is not None:
+                            prog[r] = Found(first + top + i, s, p)
+            if start == 0:
+                break
+            end, idx = start - 1, top - 1
     return last, prog

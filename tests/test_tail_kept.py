@@ -1,0 +1,92 @@
+"""The end blocks a file's parse keeps for where its output stops (``parse.tail.Kept``): by
+byte offset where the file can be read again, else as text (UTF-8 where not ASCII)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from ncclsleuth import api
+from ncclsleuth.ingest.blocks import BlockReader
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parse.tail import TAIL_CHARS, Kept
+
+
+def _job(path: Path, lines: int = 6000) -> None:
+    """An interleaved file: 8 ranks' progress lines (tqdm's block characters in some), NCCL lines
+    with no prefix, a burst of failures at the end, and a last line without a line end."""
+    out = []
+    for i in range(lines):
+        r = i % 8
+        out.append(f"[rank{r}]: step {i} loss 1.0" if i % 3 else f"[rank{r}]:  47%|\u2588\u2588\u258c | {i}/9000 [00:10<00:11]")
+        if i % 5 == 0:
+            out.append(f"node1:11:11 [{r}] NCCL INFO Channel 00/0 : {r}[{r}] -> {(r + 1) % 8}[{(r + 1) % 8}] via P2P/IPC")
+    out += [f"[rank{r}]: RuntimeError: NCCL communicator was aborted on rank {r}." for r in range(8)]
+    path.write_text("\n".join(out) + "\nstep 99 of the last", encoding="utf-8")
+
+
+def test_blocks_of_a_plain_file_are_kept_as_offsets_and_read_back_the_same(tmp_path):
+    """The newest TAIL_CHARS as text, the older blocks as offsets: read back, the same blocks."""
+    log = tmp_path / "job.log"
+    _job(log, 40_000)
+    reader = BlockReader(InputFile(str(log)), block=4096)
+    kept, seen = Kept(source=reader), []
+    for first, text in reader:
+        kept.append(first, text)
+        seen.append((first, text))
+    as_text = [i for i, (_, k, _, _) in enumerate(kept._items) if not isinstance(k, int)]
+    assert len(seen) > 300 and as_text == list(range(as_text[0], len(seen)))
+    assert TAIL_CHARS <= sum(len(seen[i][1]) for i in as_text) < TAIL_CHARS + 8192
+    assert list(kept) == seen and list(reversed(kept)) == seen[::-1]
+    assert kept.chars == sum(len(t) for _, t in seen)
+    kept.trim(kept.chars // 2)
+    assert list(kept) == seen[-len(kept):] and len(kept) < len(seen)
+    kept.trim(1)  # down to the last block: still text
+    assert list(kept) == seen[-1:] and isinstance(kept._items[0][1], (str, bytes))
+
+
+def test_a_short_file_is_opened_once(tmp_path, monkeypatch):
+    """Its tail is all text: the file is not read again for it."""
+    from ncclsleuth.ingest import decode
+
+    log = tmp_path / "job.log"
+    _job(log, 2000)
+    opened: list[str] = []
+    real = decode.open_regular
+    monkeypatch.setattr(decode, "open_regular", lambda path: (opened.append(path), real(path))[1])
+    api.build([str(log)], api.Options(jobs=1))
+    assert opened == [str(log)]
+
+
+def test_blocks_of_an_archive_are_kept_as_text_utf8_where_not_ascii(tmp_path):
+    log = tmp_path / "job.log.gz"
+    _job(tmp_path / "plain.log")
+    log.write_bytes(gzip.compress((tmp_path / "plain.log").read_bytes()))
+    reader = BlockReader(InputFile(str(log)), block=4096)
+    kept, seen = Kept(source=reader), []
+    for first, text in reader:
+        kept.append(first, text)
+        seen.append((first, text))
+    kinds = {type(k) for _, k, _, _ in kept._items}
+    assert kinds == {bytes} or kinds == {bytes, str}  # the progress bars make most blocks non-ASCII
+    assert list(kept) == seen
+
+
+def test_where_the_output_stops_is_the_same_read_by_offset_or_as_text(tmp_path):
+    """The report of the plain file (tail by offset) and of the same file gzipped (tail as text)."""
+    plain = tmp_path / "a" / "job.log"
+    plain.parent.mkdir()
+    _job(plain, 40_000)
+    packed = tmp_path / "b" / "job.log"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    models = [api.build([str(p)], api.Options(jobs=1)).model for p in (plain, packed)]
+    tails = [sorted(((-1 if r is None else r), t.last.line, t.last.text, t.progress.line if t.progress else None)
+                    for (r, _), t in m.tracks.items() if t.last is not None) for m in models]
+    assert tails[0] == tails[1]
+    assert [(r, text) for r, _, text, _ in tails[0] if r >= 0] == [
+        (r, f"[rank{r}]: RuntimeError: NCCL communicator was aborted on rank {r}.") for r in range(8)]
+    assert all(p is not None for _, _, _, p in tails[0])
+    one, two = (api.analyze([str(p)], api.Options(jobs=1)).to_dict() for p in (plain, packed))
+    assert json.dumps(one, sort_keys=True).replace(str(plain.parent), "") \
+        == json.dumps(two, sort_keys=True).replace(str(packed.parent), "")

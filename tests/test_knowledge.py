@@ -158,3 +158,58 @@ def test_format_index_remembers_shapes_without_losing_digits():
     for line in lines:
         assert index.find(line) == _scan(index, line), line
     assert index._memo  # the memo was used
+
+
+def _fresh_table(monkeypatch, tmp_path):
+    """The knowledge table built in an empty cache folder (``_table``'s memo cleared)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    knowledge._table.cache_clear()
+    knowledge._load.cache_clear()
+    return knowledge._table(str(knowledge.default_dir()))
+
+
+def test_the_table_keeps_the_entries_in_a_blob_read_by_offset(monkeypatch, tmp_path):
+    """The cached table holds offsets, not the 2,800 entries; each id reads back as the files say."""
+    try:
+        table = _fresh_table(monkeypatch, tmp_path)
+        assert "by_id" not in table and Path(table["blob"]).parent == tmp_path / "ncclsleuth"
+        assert Path(table["blob"]).stat().st_size == table["blob_size"] == sum(n for _, n in table["index"].values())
+        from_files = knowledge.load(check=True)
+        from_blob = knowledge._load(str(knowledge.default_dir()), False)
+        assert from_blob._by_id == {}  # nothing decoded before a lookup
+        for key in from_files.ids()[::97]:
+            assert from_blob._entries(key) == from_files._entries(key)
+        assert len(from_blob._by_id) == len(from_files.ids()[::97])
+    finally:
+        knowledge._table.cache_clear()
+        knowledge._load.cache_clear()
+
+
+def test_a_removed_blob_is_built_again_and_a_vanished_one_read_from_the_files(monkeypatch, tmp_path):
+    try:
+        table = _fresh_table(monkeypatch, tmp_path)
+        key = next(iter(table["index"]))
+        expected = knowledge.load(check=True)._entries(key)
+        kb = knowledge._load(str(knowledge.default_dir()), False)
+        Path(table["blob"]).unlink()
+        assert kb._entries(key) == expected  # under a running process: the files are read
+        knowledge._table.cache_clear()
+        again = knowledge._table(str(knowledge.default_dir()))  # the next run: the blob is made again
+        assert Path(again["blob"]).stat().st_size == again["blob_size"]
+    finally:
+        knowledge._table.cache_clear()
+        knowledge._load.cache_clear()
+
+
+def test_without_a_cache_folder_the_entries_stay_in_the_table(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    try:
+        table = _fresh_table(monkeypatch, blocker)  # XDG_CACHE_HOME is a file: no cache folder
+        assert "by_id" in table and "blob" not in table
+        kb = knowledge._load(str(knowledge.default_dir()), False)
+        key = next(iter(table["by_id"]))
+        assert kb._entries(key) == knowledge.load(check=True)._entries(key)
+    finally:
+        knowledge._table.cache_clear()
+        knowledge._load.cache_clear()

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..util.cache import derived
+from ..util.cache import derived, keep, keep_blob, read_at
 from ..util.classes import dataclass
 from .identify import TORCH_FORMATS, Identifier, Known, literal_parts, torch_formats
 from .schema import KnowledgeError, validate_file
@@ -99,11 +100,15 @@ def _cats(v: Any) -> tuple[str, ...]:
 class KnowledgeBase:
     """Entries by id; :meth:`lookup` picks the entry for the file and the context variant."""
 
-    def __init__(self, docs: list[dict[str, Any]] | None = None, packed: dict[str, bytes] | None = None) -> None:
+    def __init__(self, docs: list[dict[str, Any]] | None = None,
+                 packed: Mapping[str, bytes | tuple[int, int]] | None = None, blob: str | None = None,
+                 folder: str | None = None) -> None:
         """From parsed files (``docs``) or from a :func:`_table` (``packed``: each id's entries
-        as marshal data, decoded when the id is looked up: a run meets a handful of ids)."""
+        as marshal data, decoded when the id is looked up: a run meets a handful of ids; or
+        where they are in the file ``blob``, as (offset, size), read when looked up)."""
         self._by_id: dict[str, list[dict[str, Any]]] = _by_id(docs or []) if packed is None else {}
         self._packed = packed or {}
+        self._blob, self._folder = blob, folder
         self._compiled: dict[str, re.Pattern[str]] = {}
         self._meanings: dict[tuple[str, str | None, str | None, tuple[bool, ...]], Meaning] = {}
         self._by_message: dict[str, tuple[str, ...]] = {}
@@ -113,7 +118,14 @@ class KnowledgeBase:
         if got is None and key in self._packed:
             import marshal
 
-            got = self._by_id[key] = marshal.loads(self._packed[key])
+            kept = self._packed[key]
+            data = kept if isinstance(kept, bytes) else read_at(self._blob or "", *kept)
+            if data is None:  # the blob went away under a running process: read the files
+                docs = _docs(self._folder or str(default_dir()))
+                self._by_id.update(_by_id([docs[p] for p in sorted(docs)]))
+                self._packed = {}
+                return self._by_id.get(key)
+            got = self._by_id[key] = marshal.loads(data)
         return got
 
     def __len__(self) -> int:
@@ -229,7 +241,8 @@ def _load(folder: str, check: bool) -> KnowledgeBase:
         for path, doc in docs.items():
             validate_file(doc, path)
         return KnowledgeBase([docs[p] for p in sorted(docs)])
-    return KnowledgeBase(packed=_table(folder)["by_id"])
+    table = _table(folder)
+    return KnowledgeBase(packed=table.get("index") or table["by_id"], blob=table.get("blob"), folder=folder)
 
 
 def _docs(folder: str) -> dict[str, Any]:
@@ -239,7 +252,7 @@ def _docs(folder: str) -> dict[str, Any]:
 
 
 #: bump when the table's layout changes
-TABLE_VERSION = 2
+TABLE_VERSION = 3
 
 
 @lru_cache(maxsize=4)
@@ -249,9 +262,12 @@ def _table(folder: str) -> dict[str, Any]:
 
     Kept as marshal data (``util.cache.derived``): 4.5 MB of YAML parse in ~1 s and make
     ~2,900 entries; loading the table costs a few ms, which is what a chat-ops answer
-    with one WARN line pays.
+    with one WARN line pays.  The entries (3 MB of marshal data, 3.5 MB once loaded) are
+    kept apart in a blob (``util.cache.keep_blob``) and read by offset when an id is looked
+    up: a run looks up a handful, and every process that explained a line held all of them.
     """
     paths = sorted(str(p) for p in Path(folder).rglob("*.yaml"))
+    sources = [*paths, str(TORCH_FORMATS)]
 
     def build() -> dict[str, Any]:
         import marshal
@@ -263,7 +279,30 @@ def _table(folder: str) -> dict[str, Any]:
         return {"by_id": {key: marshal.dumps(kb._entries(key)) for key in kb.ids()},
                 "others": [(src, key, literal_parts(fmt)) for src, key, fmt in others]}
 
-    return derived("knowledge", [*paths, str(TORCH_FORMATS)], build, TABLE_VERSION)
+    def build_with_blob() -> dict[str, Any]:
+        table = build()
+        index, parts, at = {}, [], 0
+        for key, data in table["by_id"].items():
+            index[key] = (at, len(data))
+            parts.append(data)
+            at += len(data)
+        blob = keep_blob("knowledge", b"".join(parts))
+        if blob is None:  # no cache folder: the entries stay in the table
+            return table
+        return {"index": index, "blob": blob, "blob_size": at, "others": table["others"]}
+
+    table: dict[str, Any] = derived("knowledge", sources, build_with_blob, TABLE_VERSION)
+    if "blob" in table and not _blob_there(table["blob"], table["blob_size"]):  # removed since
+        table = build_with_blob()
+        keep("knowledge", sources, table, TABLE_VERSION)
+    return table
+
+
+def _blob_there(path: str, size: int) -> bool:
+    try:
+        return os.path.getsize(path) == size
+    except OSError:
+        return False
 
 
 @lru_cache(maxsize=4)

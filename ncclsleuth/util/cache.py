@@ -203,6 +203,43 @@ def save_recent(path: str | None, stored: Any, used: set[Any], new: dict[Any, An
 CODE = CodeStore()
 
 
+def keep_blob(name: str, data: bytes) -> str | None:
+    """Store ``data`` in the cache folder as ``<name>-<digest>.bin`` (once: the name is its
+    content's) and return the path, removing the blobs of the same name with other content;
+    None when there is no cache folder or it cannot be written.  For the parts of a
+    :func:`derived` table that are read a few at a time (:func:`read_at`), not loaded whole."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    path = os.path.join(folder, f"{name}-{digest(data)}.bin")
+    try:
+        if os.path.getsize(path) == len(data):
+            return path
+    except OSError:
+        pass
+    write_atomic(path, data)
+    for old in os.listdir(folder):
+        if old.startswith(f"{name}-") and old.endswith(".bin") and os.path.join(folder, old) != path:
+            try:
+                os.unlink(os.path.join(folder, old))
+            except OSError:
+                pass
+    try:
+        return path if os.path.getsize(path) == len(data) else None
+    except OSError:
+        return None
+
+
+def read_at(path: str, offset: int, size: int) -> bytes | None:
+    """``size`` bytes at ``offset`` of a :func:`keep_blob` file; None when they cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            data = os.pread(f.fileno(), size, offset)
+    except OSError:
+        return None
+    return data if len(data) == size else None
+
+
 def derived(name: str, sources: list[str], build: Any, version: Any = 1) -> Any:
     """``build()``'s value, kept as marshal data while none of ``sources`` changed.
 

@@ -70,26 +70,22 @@ class Kept(Sequence[tuple[int, str]]):
         self._items: list[tuple[int, str | bytes | int, int, int]] = []
         self.chars = 0
         self._source = source
-        self._hot = 0  # the first block kept as text
+        self._hot = 0  # the first block kept as it was read
         self._hot_chars = 0
         for first, text in blocks:
             self.append(first, text)
+            self._cool()
 
     def append(self, first: int, text: str) -> None:
+        """Keep a block (read next): then :meth:`trim` to the cap."""
         src = self._source
-        at = src.at if src is not None and src.rereadable else -1
-        self._items.append((first, text if text.isascii() else text.encode("utf-8", "surrogatepass"), len(text), at))
+        self._items.append((first, text, len(text), src.at if src is not None and src.rereadable else -1))
         self.chars += len(text)
         self._hot_chars += len(text)
-        items = self._items
-        while self._hot_chars - items[self._hot][2] >= TAIL_CHARS and items[self._hot][3] >= 0:
-            f, _, n, off = items[self._hot]
-            items[self._hot] = (f, off, n, off)  # older than the newest TAIL_CHARS: its offset only
-            self._hot_chars -= n
-            self._hot += 1
 
     def trim(self, cap: int) -> None:
-        """Drop the oldest blocks while the rest still hold ``cap`` characters."""
+        """Drop the oldest blocks while the rest still hold ``cap`` characters; keep those past the
+        newest ``TAIL_CHARS`` by offset (or as UTF-8)."""
         items = self._items
         while len(items) > 1 and self.chars - items[0][2] >= cap:
             n = items.pop(0)[2]
@@ -98,6 +94,21 @@ class Kept(Sequence[tuple[int, str]]):
                 self._hot -= 1
             else:
                 self._hot_chars -= n
+        self._cool()
+
+    def _cool(self) -> None:
+        """Blocks older than the newest ``TAIL_CHARS``: their offset where the source can read them
+        again, else their text as UTF-8 where it is not ASCII (done here, not for every block read:
+        most are dropped before)."""
+        items = self._items
+        while self._hot_chars - items[self._hot][2] >= TAIL_CHARS:
+            f, text, n, off = items[self._hot]
+            if off >= 0:
+                items[self._hot] = (f, off, n, off)
+            elif isinstance(text, str) and not text.isascii():
+                items[self._hot] = (f, text.encode("utf-8", "surrogatepass"), n, off)
+            self._hot_chars -= n
+            self._hot += 1
 
     @property
     def source(self) -> Source | None:

@@ -9,13 +9,13 @@ message template is filled from.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
 from ..events import Event, is_record, plain
-from ..model.facts import FACTS
+from ..model.facts import FACTS, PER_LINE
 from ..model.job import JobModel
 from ..util.classes import dataclass
 
@@ -36,13 +36,18 @@ class Context:
         self.model = model
         self._facts: dict[str, Sequence[Mapping[str, Any]]] = {}
         self._columns: dict[tuple[Any, ...], Column] = {}
+        #: the (file, line)s the findings so far explain, once the fallback rules run
+        #: (:func:`~.ranking.run_rules`): a per-line fact computed then makes no record of them
+        self.explained: Container[tuple[str, int]] | None = None
 
     def fact(self, name: str) -> Sequence[Mapping[str, Any]]:
         if name not in self._facts:
             fn = FACTS.get(name)
             if fn is None:
                 raise KeyError(f"unknown fact {name!r} (known: {', '.join(sorted(FACTS))})")
-            self._facts[name] = fn(self.model)
+            lines = PER_LINE.get(name)
+            self._facts[name] = lines(self.model, self.explained) if lines is not None and self.explained \
+                else fn(self.model)
         return self._facts[name]
 
     def events(self, kind: str) -> list[Event]:

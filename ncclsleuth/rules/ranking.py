@@ -28,6 +28,8 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) ->
     # stable: the given order, fallbacks last, the most specific fallback first (a message the
     # knowledge base knows before "the program raised X")
     for rule in sorted(rules, key=lambda r: (r.fallback, -r.specificity if r.fallback else 0)):
+        if rule.fallback and ctx.explained is None:  # from here on a per-line fact skips what is explained
+            ctx.explained = explained
         m = evaluate(rule.match, ctx)
         if not m.ok:
             continue

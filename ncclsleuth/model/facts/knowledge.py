@@ -11,6 +11,8 @@ Init COMPLETE on an earlier line of the same file.
 """
 from __future__ import annotations
 
+from collections.abc import Container
+
 from ... import knowledge
 from ...events import Event
 from ...util.rxstore import rx
@@ -70,10 +72,12 @@ def _phase(ev: Event, done: dict[tuple[str, str | None, int | None], int],
     return "init" if key in started else None
 
 
-@fact(KnownMessage)
-def known_message(model: JobModel) -> list[KnownMessage]:
-    """Problem lines with their meaning from the knowledge base, in line order."""
-    events = model.error_events()
+@fact(KnownMessage, per_line=True)
+def known_message(model: JobModel, skip: Container[tuple[str, int]] = frozenset()) -> list[KnownMessage]:
+    """Problem lines with their meaning from the knowledge base, in line order (those in
+    ``skip``, which findings already explain, left out: only fallback rules read this)."""
+    events = [ev for ev in model.error_events() if (ev.source, ev.line) not in skip] if skip \
+        else model.error_events()
     if not events:
         return []
     done = _init_done(model)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..util.cache import derived, keep, keep_blob, read_at
 from ..util.classes import dataclass
-from .identify import TORCH_FORMATS, Identifier, Known, literal_parts, torch_formats
+from .identify import TORCH_FORMATS, FormatIndex, Identifier, Known, literal_parts, torch_formats
 from .schema import KnowledgeError, validate_file
 
 __all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
@@ -252,7 +252,7 @@ def _docs(folder: str) -> dict[str, Any]:
 
 
 #: bump when the table's layout changes
-TABLE_VERSION = 3
+TABLE_VERSION = 4
 
 
 @lru_cache(maxsize=4)
@@ -277,7 +277,7 @@ def _table(folder: str) -> dict[str, Any]:
         others = [("torch", key, fmt) for key, fmt in torch_formats() if key not in kb or kb.source_of(key) == "torch"]
         others += [(src, key, fmt) for src, key, fmt in kb.formats() if src not in ("nccl", "torch")]
         return {"by_id": {key: marshal.dumps(kb._entries(key)) for key in kb.ids()},
-                "others": [(src, key, literal_parts(fmt)) for src, key, fmt in others]}
+                "others": FormatIndex.prepare([(src, key, literal_parts(fmt)) for src, key, fmt in others])}
 
     def build_with_blob() -> dict[str, Any]:
         table = build()
@@ -308,7 +308,7 @@ def _blob_there(path: str, size: int) -> bool:
 @lru_cache(maxsize=4)
 def identifier(folder: str | None = None) -> Identifier:
     """Lines -> message ids: NCCL's catalog, PyTorch's, and the other sources' formats."""
-    return Identifier.from_parts(_table(str(Path(folder) if folder else default_dir()))["others"])
+    return Identifier.from_prepared(_table(str(Path(folder) if folder else default_dir()))["others"])
 
 
 def explain(text: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:

@@ -64,22 +64,33 @@ class FormatIndex:
     GAP = 400
     SHARE = 0.75
 
-    def __init__(self, items: list[tuple[str, str, tuple[str, ...]]]) -> None:
-        """``items``: (source, id, the format's :func:`literal_parts`)."""
-        entries: list[_Entry] = []
-        for source, key, lits in items:
-            if lits:
-                word = max((w for lit in lits for w in lit.split(" ")), key=len)
-                entries.append((source, key, lits, sum(map(len, lits)), word))
-        entries.sort(key=lambda e: -e[3])
+    def __init__(self, items: list[tuple[str, str, tuple[str, ...]]] | None = None,
+                 prepared: list[tuple[_Entry, bool]] | None = None) -> None:
+        """``items``: (source, id, the format's :func:`literal_parts`); or ``prepared``, what
+        :meth:`prepare` made of them (kept in the knowledge table: ~13 ms of a start that
+        explains a line)."""
+        ready = prepared if prepared is not None else self.prepare(items or [])
+        entries = [e for e, _ in ready]
         self._entries = entries
         # formats without a digit in their literal text find the same in a line whatever its
         # digits are: their best is remembered per line with every digit made 0 (ranks,
         # timestamps and sequence numbers make each problem line of a big job unique); the
         # ~10% with digits ("Xid 43", "RoCE v2") are looked for in each line itself
-        self._plain = [(i, e) for i, e in enumerate(entries) if not any(map(_HAS_DIGIT.search, e[2]))]
-        self._digits = [(i, e) for i, e in enumerate(entries) if any(map(_HAS_DIGIT.search, e[2]))]
+        self._plain = [(i, e) for i, (e, digit) in enumerate(ready) if not digit]
+        self._digits = [(i, e) for i, (e, digit) in enumerate(ready) if digit]
         self._memo: dict[str, tuple[tuple[int, int, str, str] | None, list[tuple[int, _Entry]]]] = {}
+
+    @staticmethod
+    def prepare(items: list[tuple[str, str, tuple[str, ...]]]) -> list[tuple[_Entry, bool]]:
+        """The entries in the order they are tried (most literal text first), each with its
+        longest word and whether its literal text holds a digit.  Plain data (marshal keeps it)."""
+        entries: list[_Entry] = []
+        for source, key, lits in items:
+            if lits:
+                word = max((w for lit in lits for w in lit.split(" ")), key=len)
+                entries.append((source, key, tuple(lits), sum(map(len, lits)), word))
+        entries.sort(key=lambda e: -e[3])
+        return [(e, any(map(_HAS_DIGIT.search, e[2]))) for e in entries]
 
     def find(self, text: str) -> tuple[str, str] | None:
         """(source, id) of the format with the most literal text found in ``text`` (the first
@@ -144,10 +155,10 @@ class Identifier:
         self._shapes: dict[str, tuple[str, str] | None] = {}
 
     @classmethod
-    def from_parts(cls, parts: list[tuple[str, str, tuple[str, ...]]]) -> Identifier:
-        """From (source, id, literal parts) already computed (the knowledge table)."""
+    def from_prepared(cls, prepared: list[tuple[_Entry, bool]]) -> Identifier:
+        """From :meth:`FormatIndex.prepare`'s entries (the knowledge table)."""
         idf = cls([])
-        idf._others = FormatIndex(parts)
+        idf._others = FormatIndex(prepared=prepared)
         return idf
 
     def identify(self, text: str) -> Known | None:

@@ -176,7 +176,9 @@ def test_code_store_ignores_a_damaged_or_foreign_file():
 
     path = cache._code_path()
     assert path is not None
-    for bad in (b"not marshal data", marshal.dumps([1, 2]), marshal.dumps({"def f(): pass": "not code", 3: 4})):
+    src = "def f():\n    return 7\n"
+    for bad in (b"not marshal data", marshal.dumps([1, 2]), marshal.dumps({"def f(): pass": "not code", 3: 4}),
+                marshal.dumps({src: b"not marshal data"}), marshal.dumps({src: marshal.dumps("not code")})):
         Path(path).write_bytes(bad)
         store = cache.CodeStore()
         ns: dict = {}
@@ -197,6 +199,28 @@ def test_same_report_with_an_empty_and_a_warm_code_store(tmp_path, monkeypatch):
     assert list(tmp_path.glob("ncclsleuth/code-*.marshal"))
     warm = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert warm == cold and json.loads(warm)["findings"]
+
+
+def test_code_store_builds_only_the_code_a_process_asks_for():
+    """A start reads the whole file, but makes a code object only of what it uses."""
+    from ncclsleuth.util import cache
+
+    path = cache._code_path()
+    assert path is not None
+    if os.path.exists(path):
+        os.unlink(path)
+    first = cache.CodeStore()
+    sources = [f"def f():\n    return {i}\n" for i in range(300)]
+    for src in sources:
+        first.compile(src, "<t>")
+    first.save()
+    again = cache.CodeStore()
+    ns: dict = {}
+    exec(again.compile(sources[7], "<t>"), ns)  # noqa: S102
+    assert ns["f"]() == 7
+    assert again._stored is not None and len(again._stored) == 300  # read ...
+    assert list(again._code) == [sources[7]]  # ... and only the one asked for built
+    assert all(type(v) is bytes for v in cache._read_code().values())
 
 
 def test_code_store_concurrent_saves_keep_every_entry():
@@ -390,3 +414,34 @@ def test_no_cache_option_reaches_the_rule_loader(tmp_path, monkeypatch):
     res = runner.invoke(main, ["analyze", str(log), "--format", "json", "--no-cache"])
     assert res.exit_code in (0, 1), res.output
     assert len(checked) == len(list(default_rule_dir().rglob("*.yaml")))
+
+
+_COUNT_COMPILES = """
+import sys, io, contextlib
+from ncclsleuth.util import cache
+compiled = []
+def counting(source, *args):
+    compiled.append(source)
+    return compile(source, *args)
+cache.compile = counting  # what CodeStore calls where it has no code for a source
+from ncclsleuth.cli import main
+sys.argv = ["ncclsleuth", "analyze", "--format", "json", sys.argv[1]]
+try:
+    with contextlib.redirect_stdout(io.StringIO()):
+        main()
+except SystemExit:
+    pass
+print(len(compiled))
+"""
+
+
+def test_a_second_analyze_compiles_nothing(tmp_path, monkeypatch):
+    """The classes made after the parse (findings, renderers) are kept too (keep_compiled)."""
+    import subprocess
+    import sys
+
+    job = Path(__file__).resolve().parent.parent / "fixtures" / "examples" / "desync-16"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", _COUNT_COMPILES, str(job)], capture_output=True, text=True,
+                           check=True).stdout.split()[-1] for _ in range(2)]
+    assert int(runs[0]) > 20 and runs[1] == "0"

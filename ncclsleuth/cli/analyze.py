@@ -7,6 +7,7 @@ import click
 
 from ..renderers import RENDERERS, render
 from ..util.gcpause import paused
+from ..util.rxstore import keep_compiled
 from . import allow_fast_exit, guard, main
 from .options import (
     color_option,
@@ -90,5 +91,6 @@ def analyze(paths: tuple[str, ...], fmt: str | None, rule_dirs: tuple[str, ...],
         write_output(output, text)
     else:
         click.echo(text, nl=not text.endswith("\n"), color=colored)  # click strips colour from pipes otherwise
+    keep_compiled()  # the code of the classes the rules and the renderer made, for the next start
     allow_fast_exit()  # everything is written: no need to free the model object by object
     exit_for(report, cfg.fail_on(fail_on, "warning"))

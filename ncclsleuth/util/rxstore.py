@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any, AnyStr
 
-from .cache import cache_dir, read_marshal, save_recent
+from .cache import CODE, cache_dir, read_marshal, save_recent
 
 try:  # CPython's regex engine; elsewhere (or if its internals move) plain re.compile
     import _sre  # type: ignore[import-not-found]
@@ -132,3 +132,11 @@ RX = RegexStore()
 def rx(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
     """``re.compile`` for the patterns ncclsleuth makes at import: see the module docstring."""
     return RX.compile(pattern, flags)
+
+
+def keep_compiled() -> None:
+    """Save the code and the regexes compiled since the parse saved them (the classes of the
+    rules' findings and of the renderers are made after it: 15 functions compiled again by
+    every start of ``analyze``)."""
+    CODE.save()
+    RX.save()

@@ -25,16 +25,22 @@ def _job(path: Path, lines: int = 6000) -> None:
     path.write_text("\n".join(out) + "\nstep 99 of the last", encoding="utf-8")
 
 
-def test_blocks_of_a_plain_file_are_kept_as_offsets_and_read_back_the_same(tmp_path):
-    """The newest TAIL_CHARS as text, the older blocks as offsets: read back, the same blocks."""
-    log = tmp_path / "job.log"
-    _job(log, 40_000)
+def _read(log: Path) -> tuple[Kept, list[tuple[int, str]]]:
+    """The file's blocks kept as the parser keeps them (trimmed after each), and the blocks read."""
     reader = BlockReader(InputFile(str(log)), block=4096)
     kept, seen = Kept(source=reader), []
     for first, text in reader:
         kept.append(first, text)
         kept.trim(TAIL_CHARS_MULTI)  # as the parser does after each block
         seen.append((first, text))
+    return kept, seen
+
+
+def test_blocks_of_a_plain_file_are_kept_as_offsets_and_read_back_the_same(tmp_path):
+    """The newest TAIL_CHARS as text, the older blocks as offsets: read back, the same blocks."""
+    log = tmp_path / "job.log"
+    _job(log, 40_000)
+    kept, seen = _read(log)
     as_text = [i for i, (_, k, _, _) in enumerate(kept._items) if not isinstance(k, int)]
     assert len(seen) > 300 and as_text == list(range(as_text[0], len(seen)))
     assert TAIL_CHARS <= sum(len(seen[i][1]) for i in as_text) < TAIL_CHARS + 8192
@@ -63,12 +69,7 @@ def test_blocks_of_an_archive_are_kept_as_text_utf8_where_not_ascii(tmp_path):
     log = tmp_path / "job.log.gz"
     _job(tmp_path / "plain.log", 40_000)
     log.write_bytes(gzip.compress((tmp_path / "plain.log").read_bytes()))
-    reader = BlockReader(InputFile(str(log)), block=4096)
-    kept, seen = Kept(source=reader), []
-    for first, text in reader:
-        kept.append(first, text)
-        kept.trim(TAIL_CHARS_MULTI)  # as the parser does after each block
-        seen.append((first, text))
+    kept, seen = _read(log)
     kinds = [type(k) for _, k, _, _ in kept._items]
     old = kinds[:kinds.index(str)]  # older than the newest TAIL_CHARS: UTF-8 (progress bars in each)
     assert len(old) > 100 and set(old) == {bytes} and set(kinds[len(old):]) == {str}

@@ -187,9 +187,11 @@ class BlockReader:
             repair_notes(self, bad, self._nul, cut, self.max_line)
 
     def again(self, start: int, end: int, first: int) -> str:
-        """The block this reader yielded from byte ``start`` to ``end``, read again (only where
-        ``rereadable``)."""
-        return reread(self.inp, start, end, first)
+        """The block this reader yielded from byte ``start`` to ``end`` (where the next began),
+        read again, only where ``rereadable``: the file's parse kept only these offsets
+        (:class:`ncclsleuth.parse.tail.Kept`); ``""`` where it can no longer be read."""
+        blocks = list(RangeReader(self.inp, start, end, first))
+        return blocks[0][1] if len(blocks) == 1 else "\n".join(t for _, t in blocks)
 
     def _has_long_line(self, text: str) -> bool:
         """Whether a line of this block is over ``max_line``.
@@ -227,14 +229,6 @@ class Span:
     start: int
     end: int
     first: int
-
-
-def reread(inp: InputFile, start: int, end: int, first: int) -> str:
-    """The text of the block a :class:`BlockReader` yielded from byte ``start`` of a plain
-    file, up to ``end`` (where the next began), read again; ``""`` where it can no longer be read.
-    The file's parse kept only these offsets (:class:`ncclsleuth.parse.tail.Kept`)."""
-    blocks = list(RangeReader(inp, start, end, first))
-    return blocks[0][1] if len(blocks) == 1 else "\n".join(t for _, t in blocks)
 
 
 class RangeReader(BlockReader):

@@ -114,7 +114,38 @@ def merge_recent(stored: dict[str, Any], used: set[str], new: dict[str, Any], li
     return dict(list(out.items())[extra:]) if extra > 0 else out
 
 
-class CodeStore:
+class RecentStore:
+    """What a process made and the next start can reuse, kept in one bounded marshal file
+    (:func:`save_recent`): the entries made here (``_new``) and those reused (``_used``, kept
+    longer).  Subclasses say where the file is and how it is read (``_where``, ``_read``)."""
+
+    #: entries kept in the file
+    MAX_ENTRIES = 2_000
+
+    def __init__(self) -> None:
+        self._new: dict[Any, Any] = {}
+        self._used: set[Any] = set()
+
+    def _where(self) -> str | None:
+        raise NotImplementedError
+
+    def _read(self) -> dict[Any, Any]:
+        raise NotImplementedError
+
+    def _made(self, key: Any, value: Any) -> None:
+        """Remember an entry made here, for :meth:`save` (while the store has room)."""
+        if len(self._new) < self.MAX_ENTRIES:
+            self._new[key] = value
+
+    def save(self) -> None:
+        """Add what was made here to the file (no-op when nothing is new)."""
+        if not self._new:
+            return
+        save_recent(self._where(), self._read, self._used, self._new, self.MAX_ENTRIES)
+        self._new = {}
+
+
+class CodeStore(RecentStore):
     """Compiled code of the functions ncclsleuth generates, by their source, kept on disk.
 
     The parser generates small functions: one ``__init__`` per event class, one fill per
@@ -135,10 +166,15 @@ class CodeStore:
     MAX_ENTRIES = 2_000
 
     def __init__(self) -> None:
+        super().__init__()
         self._stored: dict[str, bytes] | None = None
         self._code: dict[str, CodeType] = {}
-        self._new: dict[str, bytes] = {}
-        self._used: set[str] = set()
+
+    def _where(self) -> str | None:
+        return _code_path()
+
+    def _read(self) -> dict[Any, Any]:
+        return _read_code()
 
     def compile(self, source: str, filename: str) -> CodeType:
         """``compile(source, filename, "exec")``, from disk when it was compiled before."""
@@ -150,22 +186,14 @@ class CodeStore:
         kept = self._stored.get(source)
         code = _code_of(kept) if kept is not None else None
         if code is None:
-            code = compile(source, filename, "exec")
-            if len(self._new) < self.MAX_ENTRIES:
-                import marshal
+            import marshal
 
-                self._new[source] = marshal.dumps(code)
+            code = compile(source, filename, "exec")
+            self._made(source, marshal.dumps(code))
         else:
             self._used.add(source)
         self._code[source] = code
         return code
-
-    def save(self) -> None:
-        """Add the code compiled here to the file (no-op when nothing is new)."""
-        if not self._new:
-            return
-        save_recent(_code_path(), _read_code, self._used, self._new, self.MAX_ENTRIES)
-        self._new = {}
 
 
 def _code_of(data: bytes) -> CodeType | None:

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any, AnyStr
 
-from .cache import CODE, cache_dir, read_marshal, save_recent
+from .cache import CODE, RecentStore, cache_dir, read_marshal
 
 try:  # CPython's regex engine; elsewhere (or if its internals move) plain re.compile
     import _sre  # type: ignore[import-not-found]
@@ -35,18 +35,17 @@ _DEBUG = int(re.DEBUG)  # a plain int: ``int & RegexFlag`` builds an enum member
 Entry = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
 
 
-class RegexStore:
+class RegexStore(RecentStore):
     """Generated matcher code by (pattern, flags), loaded from disk on first use."""
 
     #: patterns kept (ncclsleuth compiles ~200 at import; user rules add theirs)
     MAX_ENTRIES = 1_000
 
     def __init__(self) -> None:
+        super().__init__()
         self._kept: dict[tuple[str | bytes, int], Entry] | None = None
-        self._new: dict[tuple[str | bytes, int], Entry] = {}
-        self._used: set[tuple[str | bytes, int]] = set()
         #: what this process compiled (a pattern asked for again is not rebuilt)
-        self._made: dict[tuple[str | bytes, int], re.Pattern[Any]] = {}
+        self._patterns: dict[tuple[str | bytes, int], re.Pattern[Any]] = {}
 
     def compile(self, pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
         """``re.compile(pattern, flags)``, from the kept code when this build made it before."""
@@ -54,7 +53,7 @@ class RegexStore:
         if _sre is None or flags & _DEBUG:
             return re.compile(pattern, flags)
         key = (pattern, flags)
-        made = self._made.get(key)
+        made = self._patterns.get(key)
         if made is not None:
             return made
         if self._kept is None:
@@ -65,23 +64,23 @@ class RegexStore:
                 compiled: re.Pattern[AnyStr] = _sre.compile(pattern, *entry)
                 if key not in self._new:
                     self._used.add(key)
-                self._made[key] = compiled
+                self._patterns[key] = compiled
                 return compiled
             except (TypeError, ValueError, RuntimeError, OverflowError):
                 del self._kept[key]
         compiled = re.compile(pattern, flags)
         entry = _entry(pattern, flags, compiled)
         if entry is not None and len(self._new) < self.MAX_ENTRIES:
-            self._kept[key] = self._new[key] = entry
-        self._made[key] = compiled
+            self._kept[key] = entry
+            self._made(key, entry)
+        self._patterns[key] = compiled
         return compiled
 
-    def save(self) -> None:
-        """Add the patterns compiled here to the file (no-op when nothing is new)."""
-        if not self._new:
-            return
-        save_recent(_path(), _read, self._used, self._new, self.MAX_ENTRIES)
-        self._new = {}
+    def _where(self) -> str | None:
+        return _path()
+
+    def _read(self) -> dict[Any, Any]:
+        return _read()
 
 
 def _entry(pattern: str | bytes, flags: int, compiled: re.Pattern[Any]) -> Entry | None:

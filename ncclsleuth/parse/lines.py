@@ -23,12 +23,12 @@ from typing import Any, Protocol
 from .. import events as E
 from ..ingest.decode import clean
 from ..util.classes import dataclass
-from . import fastpath
+from . import fastpath, learned
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
-from .grammar import ShapeCache
+from .grammar import ShapeCache, fixed_key
 from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, rank_of
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
@@ -231,6 +231,9 @@ class FileParser:
         self._ranks: set[int] = set()
         self._plans = fastpath.plans_for(self.cache, drop) \
             if sink is not None and not keep_text and fastpath.ENABLED else None
+        #: learned plans of the other lines the prefilter keeps (:mod:`.learned`), with the plans
+        self._learned = self.cache.learned if self._plans is not None and learned.ENABLED else None
+        self._probe: FileParser | None = None
         #: the tool block open (ibstat, topo -m, ...) and what its reader may read back:
         #: the last lines seen (line by line), or the block of text being scanned and the
         #: end of the one before it (the fast path)
@@ -333,7 +336,9 @@ class FileParser:
             end = find("\n", m.start())
             end = size if end < 0 else end
             self._bpos = start
-            put(self._line(n, text[start:end]))
+            line = text[start:end]
+            planned = self._by_plan(n, line) if self._learned is not None else None
+            put(self._line(n, line) if planned is None else planned)
             n, pos = n + 1, end + 1
         self._btext = None
         self._keep_tail(text)
@@ -341,6 +346,92 @@ class FileParser:
         if steps:
             (self._on_steps or put)(steps)
         return out
+
+    # ------------------------------------------------------------------ learned plans
+    def _by_plan(self, lineno: int, text: str) -> list[E.Event] | None:
+        """The events of a line the prefilter kept, by its shape's learned plan (:mod:`.learned`);
+        None where the full path must parse it (no plan: then it may learn one)."""
+        if not learned.plannable(text):
+            return None
+        key = fixed_key(text)
+        table = self._learned
+        assert table is not None
+        plan = table.get(key)
+        if plan is None:
+            seen = self.cache.learn_seen
+            n = seen.get(key, 0) + 1
+            if n < learned.LEARN_AT or len(table) >= learned.MAX_PLANS:
+                if len(seen) < learned.MAX_SEEN:
+                    seen[key] = n
+                return None
+            seen.pop(key, None)
+            return self._learn(key, lineno, text)
+        if plan is learned.SLOW:
+            return None
+        stats = self.stats
+        r, nr, nu = plan.stats
+        stats.records += r
+        stats.nccl_records += nr
+        stats.nccl_unknown += nu
+        cls = plan.cls
+        if cls is None:  # a line that makes no event: its rank (for the tail's cap) is not known
+            if len(self._ranks) < 2:
+                stats.records -= r
+                stats.nccl_records -= nr
+                stats.nccl_unknown -= nu
+                return None
+            return []
+        kw = plan.const.copy()
+        for name, a, b, conv in plan.cuts:
+            v = text[a:b]
+            kw[name] = v if conv is None else conv(v)
+        ev = cls(source=self.source, line=lineno, text=text, **kw)
+        kind = ev.kind
+        by = stats.by_kind
+        by[kind] = by.get(kind, 0) + 1
+        if ev.rank is not None and len(self._ranks) < 2:
+            self._ranks.add(ev.rank)
+        return [ev]
+
+    def _state(self) -> tuple[Any, ...]:
+        """What a line of no meaning beyond itself leaves as it was (see :meth:`_learn`)."""
+        return (len(self._tb), self._in_failure_block, self._failure_block, self._held is None,
+                len(self._last_error), self._tests, self._blocks.open is None, self._block_named,
+                self._field_unnamed, self._early_lookback, self._lookbacks, self.stats.failed)
+
+    def _counts(self) -> tuple[int, int, int, int]:
+        s = self.stats
+        return s.records, s.nccl_records, s.nccl_unknown, sum(s.by_kind.values())
+
+    def _learn(self, key: bytes, lineno: int, text: str) -> list[E.Event]:
+        """Parse the line the full way and learn its shape's plan from what that did."""
+        state, counts = self._state(), self._counts()
+        evs = self._line(lineno, text)
+        after = self._counts()
+        moved = tuple(b - a for a, b in zip(counts, after))
+        table = self._learned
+        assert table is not None
+        kinds = sum(1 for ev in evs if ev.kind != "text")
+        if self._state() != state or moved[3] != kinds:
+            table[key] = learned.SLOW
+            return evs
+        probe = self._probe
+        if probe is None:
+            probe = self._probe = FileParser(self.source, cache=self.cache, keep_text=False,
+                                             use_catalog=self.use_catalog)
+        probe._failure_block = self._failure_block
+
+        def parse(line: str) -> list[E.Event] | None:
+            before_state, before = probe._state(), probe._counts()
+            out = probe._line(lineno, line)
+            if probe._state() != before_state or tuple(b - a for a, b in zip(before, probe._counts())) != moved:
+                self._probe = None  # its state moved: a fresh one next time
+                return None
+            return out
+
+        plan = learned.derive(text, evs, (moved[0], moved[1], moved[2]), parse)
+        table[key] = learned.SLOW if plan is None else plan
+        return evs
 
     def _open(self) -> bool:
         """True while a meaning spans lines: every line counts, keyword or not."""

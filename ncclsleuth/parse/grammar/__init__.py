@@ -219,6 +219,10 @@ class ShapeCache:
         self.no_fixed: set[str] = set()
         #: retention set -> position-exact line shape -> plan (ncclsleuth.parse.fastpath)
         self.plan_tables: dict[Any, dict[bytes, Any]] = {}
+        #: position-exact shape of other lines -> learned plan, and lines met until it is learned
+        #: (ncclsleuth.parse.learned)
+        self.learned: dict[bytes, Any] = {}
+        self.learn_seen: dict[bytes, int] = {}
         self.hits = self.misses = self.parses = 0
         self._store: TemplateStore | None = TemplateStore() if store and enabled else None
 

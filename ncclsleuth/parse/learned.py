@@ -1,0 +1,176 @@
+"""Lines other than plain NCCL INFO, by shape: a plan learned from the full parser, checked by perturbation.
+
+A big job's logs repeat the same PyTorch and NCCL WARN messages once per rank (a 8,000-rank
+timeout prints five watchdog lines per rank: ``[rank5238]:[E1129 11:41:55.056547440
+ProcessGroupNCCL.cpp:632] [Rank 5238] Watchdog caught collective operation timeout:
+WorkNCCL(SeqNum=1245, ...)``).  Each takes the full path (envelope, anchors, grammar,
+builder: ~25 us a line), and lines of one position-exact shape
+(:func:`~ncclsleuth.parse.grammar.fixed_key`: every character in place, digits masked) differ
+only in their digits.  So the full path's event for a line of such a shape is a function of
+its digit runs, and for most messages a simple one: each field is a constant of the shape or
+one slice of the line (as ``str``, ``int`` or ``float``).
+
+This module finds that function by asking the full parser, not by reading its code: at the
+``LEARN_AT``-th line of a shape, the line's event is compared with the events of the same line
+with one digit run changed at a time (``1`` -> ``2``, ..., ``9`` -> ``0``), and with every run
+changed at once.  A field that no change moves is a constant; a field that changes with runs
+``i..j`` is the slice over them, if that slice converts to its value in every variant.  The
+plan is kept only if it rebuilds the exact event of the line and of every variant, and if the
+parser's state (tracebacks, held messages, failure blocks, tool blocks, counts) moved as it does
+for a line of no state.  A change that alters the event's kind, its number of events or the
+state makes the shape slow (the full path, every time): the digits decide more than values
+there.  Lines with a carriage return or an escape code, non-ASCII lines and kinds whose event
+reads the parser's state (tracebacks and their frames, failure-block fields, text) are never
+planned.  The shifts are what the learning tries of the values: a shape learned from a line
+whose digits the parser reads as out of range (a month of 97, ``4x`` where ``0x`` stood) may
+read a later in-range line as the learned one was read; real lines of one shape do not differ
+so.  The plan table belongs to the shape cache (the files parsed with it share it) and is
+bounded, as is the learning: a shape met fewer than ``LEARN_AT`` times costs a count.
+
+``tests/test_learned.py`` checks the plans against the full path on every line of the fixtures
+and the corpus, each with random digit changes beyond the learning ones.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .. import events as E
+
+#: learned plans on (tests switch them off to compare)
+ENABLED = True
+#: lines of a shape met before its plan is learned (learning costs ~2 + runs full parses)
+LEARN_AT = 8
+#: plans (and shapes counted) per shape cache
+MAX_PLANS = 20_000
+MAX_SEEN = 100_000
+#: digit runs a planned line may have (each is a full parse while learning)
+MAX_RUNS = 32
+#: kinds whose event depends on more than the line: tracebacks, their frames, failure blocks
+STATEFUL_KINDS = frozenset({"traceback", "sync_call", "text", "failure_field", "failure_block_head"})
+#: the changes made to every run at once (digit + n, mod 10): a value the parser checks
+#: (a clock time, an address) leaves its range under one of them
+ALL_SHIFTS = (7, 3, 5)
+_RUN = re.compile(r"\d+")
+_BASE = frozenset({"source", "line", "text"})
+#: a shape whose lines go the full way (its digits decide more than values)
+SLOW: Any = False
+
+
+class Plan(NamedTuple):
+    """What the full parser makes of every line of one shape: one event of ``cls`` (or none),
+    ``const`` fields, ``cuts`` (field, start, end, converter or None), and the parser's counts
+    it moves (``stats``: records, NCCL records, unknown NCCL records; ``kind`` counted)."""
+
+    cls: type[E.Event] | None
+    const: dict[str, Any]
+    cuts: tuple[tuple[str, int, int, Any], ...]
+    stats: tuple[int, int, int]
+
+
+#: the full parser of one line, on a scratch parser: its events, or None when the line moved
+#: the parser's state otherwise than the learned line did (it opened something, was held,
+#: failed, counted other records)
+Probe = Callable[[str], "list[E.Event] | None"]
+
+
+def fields(ev: E.Event) -> dict[str, Any]:
+    """An event's fields but where it came from (file, line number, text)."""
+    return {n: getattr(ev, n) for n in ev.FIELDS if n not in _BASE}
+
+
+def plannable(line: str) -> bool:
+    """A line a plan may stand for: ASCII (positions are characters and bytes), no redraw or colour."""
+    return line.isascii() and "\r" not in line and "\x1b" not in line
+
+
+def _shift(digits: str, by: int) -> str:
+    return "".join(chr(48 + (ord(c) - 48 + by) % 10) for c in digits)
+
+
+def _variants(line: str, runs: list[tuple[int, int]]) -> list[str]:
+    """The line with each digit run changed alone (index i), then with all of them changed."""
+    out = [line[:a] + _shift(line[a:b], 1) + line[b:] for a, b in runs]
+    for by in ALL_SHIFTS:
+        every = list(line)
+        for a, b in runs:
+            every[a:b] = _shift(line[a:b], by)
+        out.append("".join(every))
+    return out
+
+
+def _cut(line: str, value: Any, a: int, b: int) -> tuple[int, int, Any] | None:
+    """Where in ``line`` a value that depends on the digits between ``a`` and ``b`` is read from."""
+    t = type(value)
+    if t is int or t is float:
+        for x in (a, a - 1):
+            if x < 0 or (x < a and line[x] != "-"):
+                continue
+            try:
+                if t(line[x:b]) == value:
+                    return x, b, t
+            except ValueError:
+                pass
+        return None
+    if t is str and value:
+        n = len(value)
+        for x in range(max(0, b - n), a + 1):
+            if line.startswith(value, x) and x + n >= b:
+                return x, x + n, None
+    return None
+
+
+def made(plan: Plan, line: str) -> dict[str, Any]:
+    """The fields a plan gives a line of its shape."""
+    out = dict(plan.const)
+    for name, a, b, conv in plan.cuts:
+        s = line[a:b]
+        out[name] = conv(s) if conv is not None else s
+    return out
+
+
+def derive(line: str, events: list[E.Event], stats: tuple[int, int, int], probe: Probe) -> Plan | None:
+    """The plan of ``line``'s shape from the full parser's ``events`` of it (at most one) and the
+    counts it moved, checked against the full parser's events of the line's variants; None
+    where the shape must go the full way."""
+    if len(events) > 1:
+        return None
+    ev = events[0] if events else None
+    if ev is not None and (ev.kind in STATEFUL_KINDS or ev.text != line):
+        return None
+    runs = [m.span() for m in _RUN.finditer(line)]
+    if len(runs) > MAX_RUNS:
+        return None
+    base = fields(ev) if ev is not None else {}
+    if any(isinstance(v, (list, dict, set)) for v in base.values()):
+        return None  # a constant would be shared by every event of the shape: values only
+    seen: list[tuple[str, dict[str, Any]]] = [(line, base)]
+    deps: dict[str, list[int]] = {}
+    for i, variant in enumerate(_variants(line, runs)):
+        got = probe(variant)
+        if got is None or len(got) != len(events):
+            return None
+        if ev is None:
+            continue
+        other = got[0]
+        if type(other) is not type(ev) or other.text != variant:
+            return None
+        f = fields(other)
+        seen.append((variant, f))
+        if i < len(runs):
+            for name, v in base.items():
+                if f[name] != v:
+                    deps.setdefault(name, []).append(i)
+    if ev is None:
+        return Plan(None, {}, (), stats)
+    cuts = []
+    for name, on in deps.items():
+        cut = _cut(line, base[name], runs[on[0]][0], runs[on[-1]][1])
+        if cut is None:
+            return None
+        cuts.append((name, *cut))
+    plan = Plan(type(ev), {n: v for n, v in base.items() if n not in deps}, tuple(cuts), stats)
+    if any(made(plan, text) != f for text, f in seen):
+        return None  # a field the single changes left alone moved when all changed, or a cut is wrong
+    return plan

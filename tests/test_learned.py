@@ -1,0 +1,115 @@
+"""Learned plans (ncclsleuth.parse.learned) make the events the full parser makes.
+
+Every line of the fixtures and the corpus the prefilter keeps, of each position-exact shape
+once, is repeated up to the learning point, then followed by copies with random digits in
+every run (more, and wilder, changes than the learning tried: months of 97, "4x" for "0x"),
+and the events, the parser's counts and the ranks it saw are compared with and without plans.
+(A shape learned *from* such a line may differ: the module doc says so.)"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ncclsleuth.model.job import JobModel
+from ncclsleuth.parse import learned
+from ncclsleuth.parse.anchors import PREFILTER
+from ncclsleuth.parse.grammar import ShapeCache, fixed_key
+from ncclsleuth.parse.lines import FileParser
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+COPIES = learned.LEARN_AT + 16
+
+
+def _lines() -> list[str]:
+    paths = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
+    if CORPUS.is_dir():
+        paths += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
+    shapes: dict[bytes, str] = {}
+    for p in paths:
+        for line in p.read_text(errors="replace").splitlines():
+            if " NCCL INFO " not in line and learned.plannable(line) and PREFILTER.search(line):
+                shapes.setdefault(fixed_key(line), line)
+    return list(shapes.values())
+
+
+def _random_digits(line: str, rng: random.Random) -> str:
+    return learned._RUN.sub(lambda m: "".join(rng.choice("0123456789") for _ in m.group()), line)
+
+
+class _Sink(JobModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.got: list[tuple[str, dict]] = []
+
+    def add(self, ev):  # type: ignore[no-untyped-def]
+        self.got.append((type(ev).__name__, ev.to_dict()))
+        super().add(ev)
+
+
+def _parse(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch,
+           cache: ShapeCache | None = None) -> tuple[list, tuple, tuple]:
+    monkeypatch.setattr(learned, "ENABLED", enabled)
+    sink = _Sink()
+    fp = FileParser("t.log", cache or ShapeCache(store=False), keep_text=False, use_catalog=False, sink=sink)
+    fp.parse_block(1, text)
+    for ev in fp.finish():
+        sink.add(ev)
+    s = fp.stats
+    return sink.got, (s.records, s.nccl_records, s.nccl_unknown, s.failed, sorted(s.by_kind.items())), \
+        tuple(sorted(fp.ranks_seen()))
+
+
+def test_plans_make_the_full_parsers_events(monkeypatch):
+    lines = _lines()
+    assert len(lines) > 400
+    rng = random.Random(20261201)
+    cache = ShapeCache(store=False)  # one cache for all, as for the files of one run
+    differ = []
+    for line in lines:  # a parser per shape: a state one opens (a traceback) does not hide the next
+        text = "\n".join(line if i < learned.LEARN_AT else _random_digits(line, rng) for i in range(COPIES))
+        if _parse(text, True, monkeypatch, cache) != _parse(text, False, monkeypatch):
+            differ.append(line)
+    assert differ == []
+    planned = sum(1 for p in cache.learned.values() if p is not learned.SLOW)
+    assert planned > 200  # the comparison covers many planned shapes, not only slow ones
+
+
+WATCHDOG = ("[rank{r}]:[E1129 11:41:55.{t:09d} ProcessGroupNCCL.cpp:632] [PG ID 1 PG GUID 3 Rank {p}] Watchdog "
+            "caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType=ALLREDUCE, NumelIn=26214400, "
+            "NumelOut=26214400, Timeout(ms)=600000) ran for {ran} milliseconds before timing out.")
+
+
+def test_a_field_is_read_where_it_stands_not_where_its_value_first_occurs(monkeypatch):
+    # while learning, the launcher rank and the group rank are equal; later lines have them apart
+    same = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=1245, ran=600047) for i in range(learned.LEARN_AT)]
+    apart = [WATCHDOG.format(r=2000 + i, t=i, p=3000 + i, s=1300 + i, ran=600100 + i) for i in range(5)]
+    on, off = _parse("\n".join(same + apart), True, monkeypatch), _parse("\n".join(same + apart), False, monkeypatch)
+    assert on == off
+    last = on[0][-1][1]
+    assert (last["rank"], last["pg_rank"], last["seq"], last["ran_ms"]) == (2004, 3004, 1304, 600104)
+
+
+def test_shape_is_learned_once_and_then_planned(monkeypatch):
+    lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=1245, ran=600047) for i in range(learned.LEARN_AT + 3)]
+    monkeypatch.setattr(learned, "ENABLED", True)
+    cache = ShapeCache(store=False)
+    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
+    made: list[str] = []
+    real = fp._line
+    monkeypatch.setattr(fp, "_line", lambda n, t: made.append(t) or real(n, t))
+    fp.parse_block(1, "\n".join(lines))
+    assert made == lines[:learned.LEARN_AT]  # the learning line and those before it took the full path
+    plan = cache.learned[fixed_key(lines[0])]
+    assert plan.cls.__name__ == "WatchdogTimeout"
+    assert {c[0] for c in plan.cuts} >= {"rank", "pg_rank", "ts", "ran_ms"}
+
+
+def test_a_shape_whose_digits_change_its_kind_stays_on_the_full_path(monkeypatch):
+    # "NCCL error 2" and "NCCL error 3" (and other codes) are different events: no plan may freeze one
+    lines = [f"[rank{i}]: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+             f"(run with NCCL_DEBUG=INFO for details), NCCL version 2.{i % 10}.3" for i in range(20, 40)]
+    on, off = _parse("\n".join(lines), True, monkeypatch), _parse("\n".join(lines), False, monkeypatch)
+    assert on == off

@@ -26,7 +26,7 @@ from ..util.classes import dataclass
 from . import fastpath, learned
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
-from .build import build
+from .build import build, built
 from .envelope import Record, peel
 from .grammar import ShapeCache, fixed_key
 from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, rank_of
@@ -299,23 +299,29 @@ class FileParser:
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2
         lined: list[int] = []  # where the lines read one by one start (the step scan skips them)
+        # a meaning that spans lines opens only in ``_line`` (the fast paths' DONE lines open
+        # nothing): the open state is asked again only after a line went there
+        is_open = self._open()
         while pos <= size:
-            if self._open():  # line by line while a block is open
+            if is_open:  # line by line while a block is open
                 end = find("\n", pos)
                 end = size if end < 0 else end
                 self._bpos = pos
                 lined.append(pos)
                 put(self._line(n, text[pos:end]))
                 n, pos = n + 1, end + 1
+                is_open = self._open()
                 continue
             if nxt != -1 and info < pos:
                 nxt = find(" NCCL INFO ", pos)
                 info = -1 if nxt < 0 else max(text.rfind("\n", pos, nxt) + 1, pos)
-            m = search(text, pos) if info < 0 else search(text, pos, info)
+            # an INFO line right at the cursor: nothing between for the prefilter to find
+            m = None if info == pos else search(text, pos) if info < 0 else search(text, pos, info)
             if m is None:
                 if info < 0:
                     break
-                n += text.count("\n", pos, info)
+                if info != pos:
+                    n += text.count("\n", pos, info)
                 end = find("\n", nxt)
                 end = size if end < 0 else end
                 line = text[info:end]
@@ -324,7 +330,8 @@ class FileParser:
                 if said:
                     self._bpos = info
                     evs = self._line(n, line)
-                    if said == fastpath.NONE and not self._open():  # a line that opens nothing
+                    is_open = self._open()
+                    if said == fastpath.NONE and not is_open:  # a line that opens nothing
                         fastpath.learn(plans, self.cache, self.sink, line, evs)  # type: ignore[arg-type]
                     put(evs)
                 n, pos = n + 1, end + 1
@@ -339,6 +346,7 @@ class FileParser:
             line = text[start:end]
             planned = self._by_plan(n, line) if self._learned is not None else None
             put(self._line(n, line) if planned is None else planned)
+            is_open = self._open()
             n, pos = n + 1, end + 1
         self._btext = None
         self._keep_tail(text)
@@ -691,7 +699,7 @@ class FileParser:
             return _FOLDED
         if rule == "trees" and self._plans is not None:  # edges the model would not keep are never made
             raw["tree"] = _channels_below(raw.get("tree", []), self.sink.tree_channels)  # type: ignore[union-attr]
-        cls, fields = build(rule, raw)
+        cls, fields = built(rule, raw)
         if cls is E.NcclOther:
             return None
         self.stats.records += 1

@@ -426,33 +426,6 @@ def build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields]
         return E.NcclOther, {}
 
 
-#: build results by (rule, field names, raw values), for :func:`built`
-_BUILT: dict[tuple[Any, ...], tuple[type[E.Event], Fields]] = {}
-#: results kept at most (when full it starts again, as :func:`ncclsleuth.events.base.share`)
-MAX_BUILT = 1 << 13
-_IMMUTABLE = (str, int, float, bool, type(None), tuple)
-
-
-def built(rule: str, raw: Fields) -> tuple[type[E.Event], Fields]:
-    """:func:`build` of a templated INFO line, remembered by its raw values: 8,000 ranks print the
-    same ``NCCL version``, ``NET/IB : Using ...`` and env lines, and each built them alike
-    (~4 us).  Only results of immutable values are kept (events of a shape then share them, as
-    they would share equal strings); raw values that are lists (rings, trees) are not looked up.
-    The caller may not change the returned fields (``**fields`` copies them)."""
-    try:
-        key = (rule, *raw, *raw.values())
-        hit = _BUILT.get(key)
-    except TypeError:  # a list among the raw values
-        return build(rule, raw)
-    if hit is None:
-        hit = build(rule, raw)
-        if all(isinstance(v, _IMMUTABLE) for v in hit[1].values()):
-            if len(_BUILT) >= MAX_BUILT:
-                _BUILT.clear()
-            _BUILT[key] = hit
-    return hit
-
-
 def _build(rule: str, raw: Fields, pre: str = "") -> tuple[type[E.Event], Fields]:
     f = dict(raw)
     kind, fixed = ALIASES.get(rule, (rule, {}))

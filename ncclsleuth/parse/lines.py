@@ -26,7 +26,7 @@ from ..util.classes import dataclass
 from . import fastpath, learned
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
-from .build import build, built
+from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache, fixed_key
 from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, rank_of
@@ -699,7 +699,7 @@ class FileParser:
             return _FOLDED
         if rule == "trees" and self._plans is not None:  # edges the model would not keep are never made
             raw["tree"] = _channels_below(raw.get("tree", []), self.sink.tree_channels)  # type: ignore[union-attr]
-        cls, fields = built(rule, raw)
+        cls, fields = build(rule, raw)
         if cls is E.NcclOther:
             return None
         self.stats.records += 1

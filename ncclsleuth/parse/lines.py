@@ -29,7 +29,7 @@ from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache, fixed_key
-from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, rank_of
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, ranks_in
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -314,7 +314,12 @@ class FileParser:
                 continue
             if nxt != -1 and info < pos:
                 nxt = find(" NCCL INFO ", pos)
-                info = -1 if nxt < 0 else max(text.rfind("\n", pos, nxt) + 1, pos)
+                if nxt < 0:
+                    info = -1
+                else:
+                    info = text.rfind("\n", pos, nxt) + 1  # 0 where none: the line starts at pos
+                    if info < pos:
+                        info = pos
             # an INFO line right at the cursor: nothing between for the prefilter to find
             m = None if info == pos else search(text, pos) if info < 0 else search(text, pos, info)
             if m is None:
@@ -815,15 +820,9 @@ class FileParser:
     @staticmethod
     def _mixed(blocks: Kept) -> bool:
         """Whether the end of the file shows lines of two ranks (launcher prefixes)."""
-        seen = set()
         text = blocks[-1][1]
-        for line in text[-16384:].split("\n"):
-            r = rank_of(line)
-            if r is not None:
-                seen.add(r)
-                if len(seen) > 1:
-                    return True
-        return False
+        tail = text[-16384:]  # its first segment is read as a line, as the other lines
+        return len(ranks_in(tail, 0, len(tail))) > 1
 
     # ------------------------------------------------------------------ NCCL lines
     def _nccl(self, rec: Record, lineno: int, text: str) -> E.Event:

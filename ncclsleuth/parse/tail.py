@@ -232,7 +232,7 @@ _CHUNK = 64 * 1024
 _NL_RANK = rx("\n(?:" + _RANK.pattern + ")")
 
 
-def _ranks_in(text: str, start: int, end: int) -> set[int]:
+def ranks_in(text: str, start: int, end: int) -> set[int]:
     """The ranks whose prefix starts a line of ``text[start:end]`` (``start`` a line start)."""
     ranks = {int(a or b or c) for a, b, c in set(_NL_RANK.findall(text, start, end))}
     m = _RANK.match(text, start)
@@ -258,7 +258,7 @@ def per_rank(blocks: Sequence[tuple[int, str]]) -> tuple[dict[int | None, Found]
         while True:
             start = 0 if end <= _CHUNK else text.rfind("\n", 0, end - _CHUNK) + 1
             top = idx - text.count("\n", start, end)  # the index of the chunk's first line
-            ranks = _ranks_in(text, start, end) if None in last and None in prog else None
+            ranks = ranks_in(text, start, end) if None in last and None in prog else None
             if ranks is None or any(r not in last or r not in prog for r in ranks):
                 lines = text[start:end].split("\n")
                 for i in range(len(lines) - 1, -1, -1):

@@ -511,12 +511,12 @@ def split_line(text: str) -> tuple[list[str], str]:
 
 # Digits become NUL, a byte the readers remove from text, so no literal character can
 # collide with a masked digit (a '#' could: "4127#" would reuse the template of "41271").
-_HASH_DIGITS = bytes.maketrans(b"0123456789", b"\0\0\0\0\0\0\0\0\0\0")
+DIGITS_MASK = bytes.maketrans(b"0123456789", b"\0\0\0\0\0\0\0\0\0\0")
 
 
 def fixed_key(text: str) -> bytes:
     """Shape key that keeps every character's position (digits become NUL): ASCII lines only."""
-    return text.encode().translate(_HASH_DIGITS)
+    return text.encode().translate(DIGITS_MASK)
 
 
 def has_hex(parts: list[str]) -> bool:

@@ -199,3 +199,61 @@ def test_event_plans_make_the_events_the_full_parser_makes(tmp_path, monkeypatch
             timed = [st.timings for c in model.comms.values() for st in c.ranks.values() if st.timings]
     assert made[True] == made[False] and any(made[True])
     assert timed  # the Init timings lines reached their rank states
+
+
+@pytest.mark.parametrize("layout", ["one-file", "per-rank-files"])
+@pytest.mark.parametrize("hops", [None, 1])
+def test_connection_runs_fold_as_line_by_line(tmp_path, monkeypatch, layout, hops):
+    """fastpath.conn_run hands a process's run of connection lines to the model at once
+    (JobModel.conn_lines); the model is the one its lines give one by one, also past a bound
+    (1 hop: most hops untracked, their lines counted one by one)."""
+    from ncclsleuth.model import job as J
+
+    if hops is not None:
+        monkeypatch.setattr(J, "MAX_HOPS", hops)
+    job = _job(tmp_path, layout, ranks=32, comms=2, channels=6, noise=5)
+    calls: list[int] = []
+    real = J.JobModel.conn_lines
+    monkeypatch.setattr(J.JobModel, "conn_lines", lambda self, *a: calls.append(len(a[3])) or real(self, *a))
+    full: list[str] = []
+    room = J.JobModel._room
+    monkeypatch.setattr(J.JobModel, "_room", lambda self, what, *a: room(self, what, *a) or full.append(what))
+    monkeypatch.setattr(fastpath, "RUNS", True)
+    runs = _report([str(job)], monkeypatch, True)
+    assert calls and max(calls) >= 6  # runs were handed over, of several lines each
+    monkeypatch.setattr(fastpath, "RUNS", False)
+    assert runs == _report([str(job)], monkeypatch, True)
+    assert ("hops" in full) == (hops is not None)  # the bound was met, where it was lowered
+
+
+def _model_state(text: str, monkeypatch: pytest.MonkeyPatch, runs: bool) -> tuple:
+    from ncclsleuth.model.job import JobModel
+
+    monkeypatch.setattr(fastpath, "RUNS", runs)
+    model = JobModel(UNREAD_KINDS)
+    fp = L.FileParser("t.log", ShapeCache(store=False), keep_text=False, use_catalog=False, sink=model,
+                      drop=UNREAD_KINDS)
+    for i in range(0, len(text), 5000):  # blocks that cut runs, as a file's blocks may
+        start = text.rfind("\n", 0, i) + 1 if i else 0
+        end = text.rfind("\n", 0, i + 5000) if i + 5000 < len(text) else len(text)
+        if end > start:
+            fp.parse_block(text.count("\n", 0, start) + 1, text[start:end])
+    model.settle()
+    procs = sorted((k, p.first_line, p.last_line, p.last_kind, p.net_conns, p.gdr_conns)
+                   for k, p in model.processes.items())
+    comms = sorted((k, sorted(c.hops.items()), sorted(c.transports.items())) for k, c in model.comms.items())
+    return procs, comms, sorted(model.kind_counts.items())
+
+
+def test_a_run_of_connection_lines_leaves_the_model_as_its_lines_do(tmp_path, monkeypatch):
+    # each process's last lines are a run of connection lines: its last line is the run's last
+    job = _job(tmp_path, "per-rank-files", ranks=16, comms=2, channels=8, noise=0)
+    texts = []
+    for f in sorted(job.iterdir()):
+        lines = f.read_text().splitlines()
+        last = max(i for i, x in enumerate(lines) if " via " in x)
+        texts.append("\n".join(lines[:last + 1]))
+    text = "\n".join(texts)
+    on, off = _model_state(text, monkeypatch, True), _model_state(text, monkeypatch, False)
+    assert on == off
+    assert sum(1 for p in on[0] if p[3] == "channel_conn") >= 8  # processes whose last line is a run's

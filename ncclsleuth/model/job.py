@@ -288,6 +288,42 @@ class JobModel:
         self._conn_n[k] = 0
         self._conn_to[k] = (p, c, hop, label, net is not None, gdr)
 
+    def conn_lines(self, source: str, first: int, hp: str, rests: list[str],
+                   cuts: dict[str, tuple[tuple[int, int], tuple[int, int], tuple[int, int]]]) -> None:
+        """A run of one process's connection lines (from line ``first``; ``rests``: each line's text
+        from its source rank on; ``cuts``: where its fields sit in it), as :meth:`conn_seen` and
+        :meth:`add_conn_first` of each line in order do it: each distinct text (a peer and
+        transport, ~24 channels alike) is looked at once, at its first line, and its other lines
+        are counted together.  Line by line where a bound was met (what is tracked then depends
+        on the order) or the process is not known here."""
+        if self.untracked or hp not in self._hp:
+            for i, rest in enumerate(rests):
+                self._conn_line(source, first + i, hp, rest, cuts[rest])
+            return
+        for rest, count in Counter(rests).items():  # in the order of their first lines
+            i = rests.index(rest)
+            self._conn_line(source, first + i, hp, rest, cuts[rest])
+            if count == 1:
+                continue
+            k = (self._proc_comm.get(self._hp[hp][1]), hp, rest)
+            if k in self._conn_n:
+                self._conn_n[k] += count - 1
+                continue
+            # nothing to fold into (a hop past its bound): each line on its own, as it would have
+            # been; what that changes (counts) does not depend on the order
+            for j in range(i + 1, len(rests)):
+                if rests[j] == rest:
+                    self._conn_line(source, first + j, hp, rest, cuts[rest])
+        p = self._hp[hp][0]
+        p.last_line, p.last_kind = first + len(rests) - 1, "channel_conn"
+
+    def _conn_line(self, source: str, line: int, hp: str, rest: str,
+                   cut: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]) -> None:
+        """What the fast path does with one connection line (``parse.fastpath.fast_line``)."""
+        if not self.conn_seen(line, hp, rest):
+            (a, b), (c, d), (e, f) = cut
+            self.add_conn_first(source, line, hp, rest, rest[a:b], rest[c:d], rest[e:f])
+
     def settle(self) -> None:
         """Fold the connection lines counted by :meth:`conn_seen` (end of a file)."""
         total = 0

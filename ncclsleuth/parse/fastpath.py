@@ -31,6 +31,7 @@ full parser did with the line it just parsed, so the result is the same as witho
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -55,12 +56,18 @@ class Sink(Protocol):
 
     def add(self, ev: E.Event) -> None: ...
 
+    def conn_lines(self, source: str, first: int, hp: str, rests: list[str], cuts: dict[str, Cut]) -> None: ...
+
+#: where a connection line's source, destination and transport sit in its text from the source on
+Cut = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 CONN, TOUCH, SLOW, OTHER, EVENT = 1, 2, 3, 5, 6
 #: what :func:`fast_line` says besides ``SLOW``: the line is done, or its shape has no plan yet
 DONE, NONE = 0, 4
 _SLOW = (SLOW,)
 #: the fast path on (tests switch it off to compare)
 ENABLED = True
+#: runs of connection lines handed over at once (:func:`conn_run`; tests switch it off to compare)
+RUNS = True
 #: shapes given a plan per table (a log with a pointer in every line makes a new shape per line)
 MAX_PLANS = 100_000
 
@@ -145,6 +152,52 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
             or ev.is_problem or ev.pid is None or line[:hp_end] != f"{ev.host}:{ev.pid}"):
         return event
     return (TOUCH, hp_end, ev.kind)
+
+
+#: a run of two or more connection lines of one process and thread: the same ``host:pid:tid [dev]``
+#: and channel count on each (backreferences), so the text before each line's source rank is
+#: the same shape on every line, and each line's shape is that of its text from the source on
+_CONN_RUN = re.compile(r"([^\s:]+:[0-9]+):([0-9]+) \[([0-9]+)\] NCCL INFO Channel [0-9][0-9]/([0-9]+) : [^\n]*"
+                       r"(?:\n\1:\2 \[\3\] NCCL INFO Channel [0-9][0-9]/\4 : [^\n]*)+", re.ASCII)
+_REST = re.compile(r" NCCL INFO Channel [0-9][0-9]/[0-9]+ : ([^\n]*)", re.ASCII)
+
+
+def conn_run(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, text: str, at: int) -> int:
+    """The lines from ``at`` (line ``n``, a plain INFO line) that are a run of one process's
+    connection lines of ``CONN`` shapes, handed to the sink at once (``Sink.conn_lines``: what
+    :func:`fast_line` does to each, in order); the text position past the run, or -1 where the
+    line starts no such run (then it goes by :func:`fast_line`).
+
+    Each distinct text from the source rank on (a peer and transport, the same on every channel:
+    ~24 lines) is checked once: its line's shape must have the ``CONN`` plan, cutting where this
+    line's text does; any other makes the run go line by line."""
+    m = _CONN_RUN.match(text, at)
+    if m is None:
+        return -1
+    end = m.end()
+    rests = _REST.findall(text, at, end)
+    if len(rests) != text.count("\n", at, end) + 1:  # a line with a second such text in it
+        return -1
+    head = text.find(" : ", at, end) + 3 - at  # the text before the first line's source rank
+    prefix = text[at:at + head]
+    hp_end = m.end(1) - at
+    cuts: dict[str, Cut] = {}
+    for rest in dict.fromkeys(rests):
+        line = prefix + rest
+        plan = plans.get(line.encode().translate(DIGITS_MASK)) if line.isascii() else None
+        if plan is None or plan[0] != CONN or plan[1] != hp_end or plan[2] != head:
+            return -1
+        cuts[rest] = (plan[3], plan[4], plan[5])
+    sink.conn_lines(source, n, text[at:at + hp_end], rests, cuts)
+    return end
+
+
+def conn_lines_each(sink: Sink, source: str, first: int, hp: str, rests: list[str], cuts: dict[str, Cut]) -> None:
+    """``Sink.conn_lines`` as :func:`fast_line` does it, line by line (a sink with no shortcut)."""
+    for i, rest in enumerate(rests):
+        if not sink.conn_seen(first + i, hp, rest):
+            (a, b), (c, d), (e, f) = cuts[rest]
+            sink.add_conn_first(source, first + i, hp, rest, rest[a:b], rest[c:d], rest[e:f])
 
 
 def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str,

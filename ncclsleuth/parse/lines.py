@@ -298,6 +298,7 @@ class FileParser:
         # the next plain NCCL INFO line (``info``: where its line starts), found by str.find: the
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2
+        runs = fastpath.RUNS
         lined: list[int] = []  # where the lines read one by one start (the step scan skips them)
         # a meaning that spans lines opens only in ``_line`` (the fast paths' DONE lines open
         # nothing): the open state is asked again only after a line went there
@@ -327,6 +328,12 @@ class FileParser:
                     break
                 if info != pos:
                     n += text.count("\n", pos, info)
+                if runs and text.startswith("Channel ", nxt + 11):  # perhaps a run of connection lines: at once
+                    past = fastpath.conn_run(plans, self.sink, self.source, n, text, info)  # type: ignore[arg-type]
+                    if past >= 0:
+                        n += text.count("\n", info, past) + 1
+                        pos = past + 1
+                        continue
                 end = find("\n", nxt)
                 end = size if end < 0 else end
                 line = text[info:end]

@@ -28,6 +28,7 @@ from typing import Any
 from .. import events as E
 from ..ingest.sources import Notice
 from .blocks import LOOKBACK_CHARS, MAX_LOOKBACKS
+from .fastpath import Cut, conn_lines_each
 from .lines import Carry, Sink, sample_step
 
 #: the words of a reader's notice of its first cut line (a file says its first one only)
@@ -74,6 +75,9 @@ class Recorder:
 
     def conn_seen(self, line: int, hp: str, rest: str) -> bool:
         return False
+
+    def conn_lines(self, source: str, first: int, hp: str, rests: list[str], cuts: dict[str, Cut]) -> None:
+        conn_lines_each(self, source, first, hp, rests, cuts)
 
     def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None:
         t = self._conn.get(rest)

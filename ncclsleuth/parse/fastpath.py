@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import events as E
+from ..util.rxstore import rx
 from .anchors import DIGIT_ANCHOR_WORDS, GUARDED_ANCHORS, anchor_starts
 from .grammar import DIGITS_MASK, SIMPLE_NCCL_LINE, STATEFUL_RULES, ShapeCache, fixed_key
 
@@ -157,9 +158,9 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
 #: a run of two or more connection lines of one process and thread: the same ``host:pid:tid [dev]``
 #: and channel count on each (backreferences), so the text before each line's source rank is
 #: the same shape on every line, and each line's shape is that of its text from the source on
-_CONN_RUN = re.compile(r"([^\s:]+:[0-9]+):([0-9]+) \[([0-9]+)\] NCCL INFO Channel [0-9][0-9]/([0-9]+) : [^\n]*"
+_CONN_RUN = rx(r"([^\s:]+:[0-9]+):([0-9]+) \[([0-9]+)\] NCCL INFO Channel [0-9][0-9]/([0-9]+) : [^\n]*"
                        r"(?:\n\1:\2 \[\3\] NCCL INFO Channel [0-9][0-9]/\4 : [^\n]*)+", re.ASCII)
-_REST = re.compile(r" NCCL INFO Channel [0-9][0-9]/[0-9]+ : ([^\n]*)", re.ASCII)
+_REST = rx(r" NCCL INFO Channel [0-9][0-9]/[0-9]+ : ([^\n]*)", re.ASCII)
 
 
 def conn_run(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, text: str, at: int) -> int:

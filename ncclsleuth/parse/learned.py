@@ -32,11 +32,11 @@ and the corpus, each with random digit changes beyond the learning ones.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .. import events as E
+from ..util.rxstore import rx
 
 #: learned plans on (tests switch them off to compare)
 ENABLED = True
@@ -52,7 +52,7 @@ STATEFUL_KINDS = frozenset({"traceback", "sync_call", "text", "failure_field", "
 #: the changes made to every run at once (digit + n, mod 10): a value the parser checks
 #: (a clock time, an address) leaves its range under one of them
 ALL_SHIFTS = (7, 3, 5)
-_RUN = re.compile(r"\d+")
+_RUN = rx(r"\d+")
 _BASE = frozenset({"source", "line", "text"})
 #: a shape whose lines go the full way (its digits decide more than values)
 SLOW: Any = False

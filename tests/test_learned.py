@@ -113,3 +113,14 @@ def test_a_shape_whose_digits_change_its_kind_stays_on_the_full_path(monkeypatch
              f"(run with NCCL_DEBUG=INFO for details), NCCL version 2.{i % 10}.3" for i in range(20, 40)]
     on, off = _parse("\n".join(lines), True, monkeypatch), _parse("\n".join(lines), False, monkeypatch)
     assert on == off
+
+
+def test_long_lines_are_not_counted_or_planned(monkeypatch):
+    # a shape is a key of the learning tables: lines past MAX_CHARS are left to the full path
+    long = "[rank1]:[E1129 11:41:55.1] ProcessGroupNCCL.cpp:632] Watchdog caught " + "x" * learned.MAX_CHARS
+    monkeypatch.setattr(learned, "ENABLED", True)
+    cache = ShapeCache(store=False)
+    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
+    fp.parse_block(1, "\n".join([long] * (learned.LEARN_AT + 2)))
+    assert not cache.learned and not cache.learn_seen
+    assert learned.plannable(long[:learned.MAX_CHARS])

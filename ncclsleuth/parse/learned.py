@@ -42,9 +42,12 @@ from ..util.rxstore import rx
 ENABLED = True
 #: lines of a shape met before its plan is learned (learning costs ~2 + runs full parses)
 LEARN_AT = 8
-#: plans (and shapes counted) per shape cache
-MAX_PLANS = 20_000
+#: plans per shape cache (their keys are the shapes: at most ~10 MB of them), and shapes counted
+#: before their plan is learned (by the shape's hash: a collision only moves when one is learned)
+MAX_PLANS = 10_000
 MAX_SEEN = 100_000
+#: the longest line planned (a PyTorch watchdog line is ~300 characters)
+MAX_CHARS = 1024
 #: digit runs a planned line may have (each is a full parse while learning)
 MAX_RUNS = 32
 #: kinds whose event depends on more than the line: tracebacks, their frames, failure blocks
@@ -81,8 +84,10 @@ def fields(ev: E.Event) -> dict[str, Any]:
 
 
 def plannable(line: str) -> bool:
-    """A line a plan may stand for: ASCII (positions are characters and bytes), no redraw or colour."""
-    return line.isascii() and "\r" not in line and "\x1b" not in line
+    """A line a plan may stand for: ASCII (positions are characters and bytes), no redraw or colour,
+    not longer than ``MAX_CHARS`` (its shape is a key of the tables: a hostile log of distinct
+    1 MB lines would otherwise keep 100,000 such keys)."""
+    return len(line) <= MAX_CHARS and line.isascii() and "\r" not in line and "\x1b" not in line
 
 
 def _shift(digits: str, by: int) -> str:

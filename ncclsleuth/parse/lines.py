@@ -379,12 +379,13 @@ class FileParser:
         plan = table.get(key)
         if plan is None:
             seen = self.cache.learn_seen
-            n = seen.get(key, 0) + 1
+            h = hash(key)
+            n = seen.get(h, 0) + 1
             if n < learned.LEARN_AT or len(table) >= learned.MAX_PLANS:
                 if len(seen) < learned.MAX_SEEN:
-                    seen[key] = n
+                    seen[h] = n
                 return None
-            seen.pop(key, None)
+            seen.pop(h, None)
             return self._learn(key, lineno, text)
         if plan is learned.SLOW:
             return None

@@ -22,6 +22,12 @@ lines (:meth:`~ncclsleuth.model.job.JobModel.needs_event`):
 * ``SLOW``: everything else (a shape with pointers, a line the templates do not cover, a
   message whose meaning spans lines): the full parser, every time.
 
+Two or more consecutive ``CONN`` lines of one process and thread (each rank prints its
+connections one peer after another, every channel alike) are taken as one run
+(:func:`conn_run`): one regex finds the run, one ``findall`` its texts from the source rank on,
+each distinct text's shape is checked once, and the model counts the run's lines together
+(``JobModel.conn_lines``, the same as each line's ``conn_seen``/``add_conn_first`` in order).
+
 No event, field dict or template fill is made for ``CONN`` and ``TOUCH`` lines.  The
 plans depend on what the model keeps (the run's rules), so a plan table belongs to a
 shape cache *and* a drop set (:func:`plans_for`).  A plan is made once the shape's

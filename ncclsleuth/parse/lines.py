@@ -387,29 +387,19 @@ class FileParser:
                 return None
             seen.pop(h, None)
             return self._learn(key, lineno, text)
-        if plan is learned.SLOW:
-            return None
+        cls = plan.cls if plan is not learned.SLOW else None
+        if plan is learned.SLOW or (cls is None and len(self._ranks) < 2):
+            return None  # slow; or a line of no event, whose rank (the tail counts ranks) is not known
         stats = self.stats
         r, nr, nu = plan.stats
         stats.records += r
         stats.nccl_records += nr
         stats.nccl_unknown += nu
-        cls = plan.cls
-        if cls is None:  # a line that makes no event: its rank (for the tail's cap) is not known
-            if len(self._ranks) < 2:
-                stats.records -= r
-                stats.nccl_records -= nr
-                stats.nccl_unknown -= nu
-                return None
+        if cls is None:
             return []
-        kw = plan.const.copy()
-        for name, a, b, conv in plan.cuts:
-            v = text[a:b]
-            kw[name] = v if conv is None else conv(v)
-        ev = cls(source=self.source, line=lineno, text=text, **kw)
-        kind = ev.kind
+        ev = cls(source=self.source, line=lineno, text=text, **learned.made(plan, text))
         by = stats.by_kind
-        by[kind] = by.get(kind, 0) + 1
+        by[ev.kind] = by.get(ev.kind, 0) + 1
         if ev.rank is not None and len(self._ranks) < 2:
             self._ranks.add(ev.rank)
         return [ev]

@@ -124,3 +124,14 @@ def test_long_lines_are_not_counted_or_planned(monkeypatch):
     fp.parse_block(1, "\n".join([long] * (learned.LEARN_AT + 2)))
     assert not cache.learned and not cache.learn_seen
     assert learned.plannable(long[:learned.MAX_CHARS])
+
+
+def test_the_plan_must_hold_for_the_shapes_first_line(monkeypatch):
+    # learning at a line whose digits the parser reads otherwise ("4x..." is no pointer) must not
+    # make later lines like the first ("0x...": an opId) be read as that one was
+    real = "ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80"
+    odd = real.replace("opId=0x", "opId=4x")
+    lines = [real] + [odd] * (learned.LEARN_AT - 1) + [real.replace("1143", f"11{i:02d}") for i in range(6)]
+    on, off = _parse("\n".join(lines), True, monkeypatch), _parse("\n".join(lines), False, monkeypatch)
+    assert on == off
+    assert [d["kind"] for _, d in on[0][-6:]] == ["proxy_error"] * 6  # the opId lines, read as NCCL's proxy error

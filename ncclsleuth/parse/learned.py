@@ -12,19 +12,20 @@ one slice of the line (as ``str``, ``int`` or ``float``).
 
 This module finds that function by asking the full parser, not by reading its code: at the
 ``LEARN_AT``-th line of a shape, the line's event is compared with the events of the same line
-with one digit run changed at a time (``1`` -> ``2``, ..., ``9`` -> ``0``), and with every run
-changed at once.  A field that no change moves is a constant; a field that changes with runs
-``i..j`` is the slice over them, if that slice converts to its value in every variant.  The
-plan is kept only if it rebuilds the exact event of the line and of every variant, and if the
+with one digit run changed at a time (``1`` -> ``2``, ..., ``9`` -> ``0``), with every run
+changed at once, and with the event of the shape's first line.  A field that no single change
+moves is a constant; a field that changes with runs ``i..j`` is the slice over them, if that
+slice converts to its value in every variant.  The plan is kept only if it rebuilds the exact
+event of the line, of every variant and of the first line, and if the
 parser's state (tracebacks, held messages, failure blocks, tool blocks, counts) moved as it does
 for a line of no state.  A change that alters the event's kind, its number of events or the
 state makes the shape slow (the full path, every time): the digits decide more than values
 there.  Lines with a carriage return or an escape code, non-ASCII lines and kinds whose event
 reads the parser's state (tracebacks and their frames, failure-block fields, text) are never
-planned.  The shifts are what the learning tries of the values: a shape learned from a line
-whose digits the parser reads as out of range (a month of 97, ``4x`` where ``0x`` stood) may
-read a later in-range line as the learned one was read; real lines of one shape do not differ
-so.  The plan table belongs to the shape cache (the files parsed with it share it) and is
+planned.  The shifts and the first line are what the learning tries of the values: a shape whose
+first and learning lines both hold digits the parser reads as out of range (a month of 97,
+``4x`` where ``0x`` stood) may read a later in-range line as those were read; real lines of one
+shape do not differ so.  The plan table belongs to the shape cache (the files parsed with it share it) and is
 bounded, as is the learning: a shape met fewer than ``LEARN_AT`` times costs a count.
 
 ``tests/test_learned.py`` checks the plans against the full path on every line of the fixtures
@@ -43,9 +44,10 @@ ENABLED = True
 #: lines of a shape met before its plan is learned (learning costs ~2 + runs full parses)
 LEARN_AT = 8
 #: plans per shape cache (their keys are the shapes: at most ~10 MB of them), and shapes counted
-#: before their plan is learned (by the shape's hash: a collision only moves when one is learned)
+#: before their plan is learned, by the shape's hash, each with its first line (the plan must
+#: hold for it too: at most ~20 MB of them)
 MAX_PLANS = 10_000
-MAX_SEEN = 100_000
+MAX_SEEN = 20_000
 #: the longest line planned (a PyTorch watchdog line is ~300 characters)
 MAX_CHARS = 1024
 #: digit runs a planned line may have (each is a full parse while learning)
@@ -135,10 +137,12 @@ def made(plan: Plan, line: str) -> dict[str, Any]:
     return out
 
 
-def derive(line: str, events: list[E.Event], stats: tuple[int, int, int], probe: Probe) -> Plan | None:
+def derive(line: str, events: list[E.Event], stats: tuple[int, int, int], probe: Probe,
+           others: tuple[str, ...] = ()) -> Plan | None:
     """The plan of ``line``'s shape from the full parser's ``events`` of it (at most one) and the
-    counts it moved, checked against the full parser's events of the line's variants; None
-    where the shape must go the full way."""
+    counts it moved, checked against the full parser's events of the line's variants and of
+    ``others`` (earlier lines of the shape, as they came); None where the shape must go the
+    full way."""
     if len(events) > 1:
         return None
     ev = events[0] if events else None
@@ -152,7 +156,8 @@ def derive(line: str, events: list[E.Event], stats: tuple[int, int, int], probe:
         return None  # a constant would be shared by every event of the shape: values only
     seen: list[tuple[str, dict[str, Any]]] = [(line, base)]
     deps: dict[str, list[int]] = {}
-    for i, variant in enumerate(_variants(line, runs)):
+    variants = _variants(line, runs)
+    for i, variant in enumerate(variants + list(others)):
         got = probe(variant)
         if got is None or len(got) != len(events):
             return None

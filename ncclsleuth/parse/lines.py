@@ -380,13 +380,17 @@ class FileParser:
         if plan is None:
             seen = self.cache.learn_seen
             h = hash(key)
-            n = seen.get(h, 0) + 1
-            if n < learned.LEARN_AT or len(table) >= learned.MAX_PLANS:
+            got = seen.get(h)
+            if got is None:
                 if len(seen) < learned.MAX_SEEN:
-                    seen[h] = n
+                    seen[h] = [1, text]
                 return None
-            seen.pop(h, None)
-            return self._learn(key, lineno, text)
+            got[0] += 1
+            if got[0] < learned.LEARN_AT or len(table) >= learned.MAX_PLANS:
+                return None
+            del seen[h]
+            first = got[1]  # the shape's first line: the plan must hold for it too (not a hash twin's)
+            return self._learn(key, lineno, text, (first,) if fixed_key(first) == key else ())
         cls = plan.cls if plan is not learned.SLOW else None
         if plan is learned.SLOW or (cls is None and len(self._ranks) < 2):
             return None  # slow; or a line of no event, whose rank (the tail counts ranks) is not known
@@ -414,8 +418,9 @@ class FileParser:
         s = self.stats
         return s.records, s.nccl_records, s.nccl_unknown, sum(s.by_kind.values())
 
-    def _learn(self, key: bytes, lineno: int, text: str) -> list[E.Event]:
-        """Parse the line the full way and learn its shape's plan from what that did."""
+    def _learn(self, key: bytes, lineno: int, text: str, others: tuple[str, ...]) -> list[E.Event]:
+        """Parse the line the full way and learn its shape's plan from what that did (and from
+        ``others``, earlier lines of the shape)."""
         state, counts = self._state(), self._counts()
         evs = self._line(lineno, text)
         after = self._counts()
@@ -440,7 +445,7 @@ class FileParser:
                 return None
             return out
 
-        plan = learned.derive(text, evs, (moved[0], moved[1], moved[2]), parse)
+        plan = learned.derive(text, evs, (moved[0], moved[1], moved[2]), parse, others)
         table[key] = learned.SLOW if plan is None else plan
         return evs
 

@@ -222,7 +222,7 @@ class ShapeCache:
         #: position-exact shape of other lines -> learned plan, and lines met until it is learned
         #: (ncclsleuth.parse.learned)
         self.learned: dict[bytes, Any] = {}
-        self.learn_seen: dict[int, int] = {}
+        self.learn_seen: dict[int, list[Any]] = {}
         self.hits = self.misses = self.parses = 0
         self._store: TemplateStore | None = TemplateStore() if store and enabled else None
 

@@ -135,3 +135,65 @@ def test_the_plan_must_hold_for_the_shapes_first_line(monkeypatch):
     on, off = _parse("\n".join(lines), True, monkeypatch), _parse("\n".join(lines), False, monkeypatch)
     assert on == off
     assert [d["kind"] for _, d in on[0][-6:]] == ["proxy_error"] * 6  # the opId lines, read as NCCL's proxy error
+
+
+# ---------------------------------------------------------------- makers of templated INFO lines
+
+def _info_lines() -> list[str]:
+    paths = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
+    if CORPUS.is_dir():
+        paths += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
+    shapes: dict[bytes, str] = {}
+    for p in paths:
+        for line in p.read_text(errors="replace").splitlines():
+            if " NCCL INFO " in line and learned.plannable(line):
+                shapes.setdefault(fixed_key(line), line)
+    return list(shapes.values())
+
+
+def test_makers_make_the_templates_events(monkeypatch):
+    """An EVENT shape's maker (fastpath.MADE) makes the events the template makes: every plain
+    NCCL INFO line shape of the fixtures and the corpus, learned, then 16 copies with random
+    digits, compared with the makers off (learned.ENABLED False: the template every time)."""
+    from ncclsleuth.parse import fastpath
+
+    lines = _info_lines()
+    assert len(lines) > 300
+    rng = random.Random(20261202)
+    cache = ShapeCache(store=False)
+    differ = []
+    for line in lines:
+        # the shape's template is compiled after a few lines, its plan made at the next, its maker
+        # learned LEARN_AT lines later: 3 * LEARN_AT copies reach the maker
+        text = "\n".join(line if i < 2 * learned.LEARN_AT + 4 else _random_digits(line, rng)
+                         for i in range(3 * learned.LEARN_AT + 16))
+        if _parse(text, True, monkeypatch, cache) != _parse(text, False, monkeypatch):
+            differ.append(line)
+    assert differ == []
+    made = [p for table in cache.plan_tables.values() for p in table.values() if p[0] == fastpath.MADE]
+    assert len(made) > 40  # the comparison covers many shapes with a maker
+    kinds = {p[2].cls.__name__ for p in made}
+    assert {"EnvSetting", "NcclVersion", "Connected"} <= kinds, kinds
+
+
+def test_a_maker_is_learned_once_and_then_used(monkeypatch):
+    from ncclsleuth.parse import fastpath
+
+    lines = [f"node{i % 7}:{100 + i}:{200 + i} [{i % 8}] NCCL INFO NCCL_IB_TIMEOUT set by environment to {20 + i % 3}."
+             for i in range(40)]
+    monkeypatch.setattr(learned, "ENABLED", True)
+    cache = ShapeCache(store=False)
+    sink = JobModel()
+    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=sink)
+    probes: list[str] = []
+    real = fp._event_of
+    monkeypatch.setattr(fp, "_event_of", lambda n, t, r, raw: probes.append(t) or real(n, t, r, raw))
+    fp.parse_block(1, "\n".join(lines))
+    (plan,) = [p for table in cache.plan_tables.values() for p in table.values()]
+    assert plan[0] == fastpath.MADE and plan[2].cls.__name__ == "EnvSetting"
+    assert {c[0] for c in plan[2].cuts} >= {"host", "pid", "tid", "dev", "value"}
+    n = len(probes)
+    fp.parse_block(41, "\n".join(lines))
+    assert len(probes) == n  # the maker made the second block's events: no template, no probe
+    evs = sink.events["env_setting"]
+    assert [e.value for e in evs[-3:]] == ["21", "22", "20"] and evs[-1].line == 80

@@ -19,6 +19,10 @@ class _Value:
         return type(self), tuple([getattr(self, n) for n in field_names(type(self))])
 
 
+#: the base of every value record (what a learned plan may rebuild from its fields: :mod:`ncclsleuth.parse.learned`)
+ValueRecord = _Value
+
+
 @dataclass(frozen=True, slots=True)
 class Iface(_Value):
     """One socket interface: ``[idx]name:addr``."""

@@ -19,6 +19,11 @@ lines (:meth:`~ncclsleuth.model.job.JobModel.needs_event`):
 * ``EVENT``: an event the model reads, of a shape with a template: the event made from the
   template at once (what the full parser does first with such a line), the full parser only
   where the template's fields make no event of their own;
+* ``MADE``: an ``EVENT`` shape whose event, at its ``LEARN_AT``-th line, was found to be each
+  field a constant or one slice of the line (:func:`.learned.derive`, the template as the probe,
+  checked on changed digits and on the shape's first line): the event made from the slices,
+  without the template's field dict, the builder's fixes and conversions (half the cost of an
+  ``EVENT`` line); a shape where no such maker fits stays ``EVENT``;
 * ``SLOW``: everything else (a shape with pointers, a line the templates do not cover, a
   message whose meaning spans lines): the full parser, every time.
 
@@ -43,6 +48,7 @@ from typing import Any, Protocol
 
 from .. import events as E
 from ..util.rxstore import rx
+from . import learned
 from .anchors import DIGIT_ANCHOR_WORDS, GUARDED_ANCHORS, anchor_starts
 from .grammar import DIGITS_MASK, SIMPLE_NCCL_LINE, STATEFUL_RULES, ShapeCache, fixed_key
 
@@ -67,7 +73,7 @@ class Sink(Protocol):
 
 #: where a connection line's source, destination and transport sit in its text from the source on
 Cut = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
-CONN, TOUCH, SLOW, OTHER, EVENT = 1, 2, 3, 5, 6
+CONN, TOUCH, SLOW, OTHER, EVENT, MADE = 1, 2, 3, 5, 6, 7
 #: what :func:`fast_line` says besides ``SLOW``: the line is done, or its shape has no plan yet
 DONE, NONE = 0, 4
 _SLOW = (SLOW,)
@@ -150,7 +156,8 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
                 (via[0] - start, via[1] - start))
     # the parser's first step for any line of the shape is its template: a redraw or a colour
     # code would have had the line split first (``FileParser._line``)
-    event = (EVENT, rule, hit[1]) if "\r" not in line and "\x1b" not in line else _SLOW
+    event = (EVENT, rule, hit[1], [0, line] if learned.plannable(line) else None) \
+        if "\r" not in line and "\x1b" not in line else _SLOW
     if len(events) != 1:
         return event
     ev = events[0]
@@ -208,12 +215,12 @@ def conn_lines_each(sink: Sink, source: str, first: int, hp: str, rests: list[st
 
 
 def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str,
-              make: Callable[[int, str, str, Any], bool]) -> int:
+              make: Callable[[int, str, tuple[Any, ...]], bool]) -> int:
     """Do what the plan of ``line``'s shape says: ``DONE``; else the full parser's turn,
     ``SLOW`` (its plan, or an ``EVENT`` line whose template did not make its event) or ``NONE``
-    (no plan yet: :func:`learn` from what the parser made).  ``make(n, line, rule, fill)``: the
-    parser's event of a templated line, handed to the sink (False: none, the line goes the full
-    way, as it would have after its template)."""
+    (no plan yet: :func:`learn` from what the parser made).  ``make(n, line, plan)``: the
+    parser's event of a line of an ``EVENT`` or ``MADE`` plan, handed to the sink (False: none,
+    the line goes the full way, as it would have after its template)."""
     plan = plans.get(line.encode().translate(DIGITS_MASK)) if line.isascii() else _SLOW  # fixed_key, inline
     if plan is None:
         return NONE
@@ -230,8 +237,8 @@ def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: i
             sink.bind(source, n, hp)
             sink.touch(n, hp, plan[2])
         return DONE
-    if what == EVENT:
-        return DONE if make(n, line, plan[1], plan[2]) else SLOW
+    if what >= EVENT:
+        return DONE if make(n, line, plan) else SLOW
     if what == OTHER:
         sink.add(_other_event(plan, source, n, line))
         return DONE

@@ -28,15 +28,28 @@ first and learning lines both hold digits the parser reads as out of range (a mo
 shape do not differ so.  The plan table belongs to the shape cache (the files parsed with it share it) and is
 bounded, as is the learning: a shape met fewer than ``LEARN_AT`` times costs a count.
 
+A field whose value is a tuple or a value record (an ``Init timings`` line's phases, a ring's
+order, a host's interfaces) is taken apart into leaves, each a constant or a cut, as long as
+every variant's value has the same structure.  A checked plan is compiled into one generated
+call (:func:`compiled`): a slice per cut, the constants as globals.
+
+The same learning gives the fast path's templated NCCL INFO shapes a *maker*
+(``fastpath.MADE``): there the probe is the shape's template, and the plan stands for the
+template and the builder (``FileParser._learn_maker``).
+
 ``tests/test_learned.py`` checks the plans against the full path on every line of the fixtures
-and the corpus, each with random digit changes beyond the learning ones.
+and the corpus, each with random digit changes beyond the learning ones, and the makers against
+the templates on every NCCL INFO line shape of them.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from .. import events as E
+from ..events.base import field_names
+from ..events.values import ValueRecord
+from ..util.cache import CODE
 from ..util.rxstore import rx
 
 #: learned plans on (tests switch them off to compare)
@@ -66,12 +79,23 @@ SLOW: Any = False
 class Plan(NamedTuple):
     """What the full parser makes of every line of one shape: one event of ``cls`` (or none),
     ``const`` fields, ``cuts`` (field, start, end, converter or None), and the parser's counts
-    it moves (``stats``: records, NCCL records, unknown NCCL records; ``kind`` counted)."""
+    it moves (``stats``: records, NCCL records, unknown NCCL records; ``kind`` counted);
+    ``shaped``: fields whose value is a tuple or a value record with some parts cut from the
+    line (field, the value's :data:`Shape`, each leaf's constant or cut)."""
 
     cls: type[E.Event] | None
     const: dict[str, Any]
     cuts: tuple[tuple[str, int, int, Any], ...]
     stats: tuple[int, int, int]
+    shaped: tuple[tuple[str, Any, tuple[Any, ...]], ...] = ()
+    #: ``make(source, line, text)``: the plan's event of a line, :func:`made` as one generated
+    #: expression (:func:`compiled`); None until the plan is checked
+    make: Any = None
+
+
+#: how a tuple or value record is put together again from its leaves, in order: ``None`` for a
+#: leaf, ``(tuple, shapes)`` for a tuple, ``(class, shapes)`` for a value record (its fields in order)
+Shape = Any
 
 
 #: the full parser of one line, on a scratch parser: its events, or None when the line moved
@@ -134,6 +158,95 @@ def made(plan: Plan, line: str) -> dict[str, Any]:
     for name, a, b, conv in plan.cuts:
         s = line[a:b]
         out[name] = conv(s) if conv is not None else s
+    for name, shape, leaves in plan.shaped:
+        values = [leaf[0] if len(leaf) == 1 else (leaf[2](line[leaf[0]:leaf[1]]) if leaf[2] is not None
+                                                  else line[leaf[0]:leaf[1]]) for leaf in leaves]
+        out[name] = _rebuilt(shape, iter(values))
+    return out
+
+
+def compiled(plan: Plan) -> Plan:
+    """The plan with its ``make``: what :func:`made` and the event class do, as one generated
+    call with a slice per cut, so that a line costs one Python call.  ``made`` walks the cuts and
+    rebuilds shaped values leaf by leaf: for a line of an ``Init timings`` shape (16 leaves) that
+    cost as much as the builder it stands for.  The code is kept in the code store by its text
+    (the slices), the constants and classes are the function's globals."""
+    ns: dict[str, Any] = {"C": plan.cls, "K": []}
+    consts: list[Any] = ns["K"]
+
+    def const(value: Any) -> str:
+        consts.append(value)
+        return f"K[{len(consts) - 1}]"
+
+    def cut(a: int, b: int, conv: Any) -> str:
+        return f"t[{a}:{b}]" if conv is None else f"{conv.__name__}(t[{a}:{b}])"
+
+    def value(shape: Shape, leaves: Iterator[tuple[Any, ...]]) -> str:
+        if shape is None:
+            leaf = next(leaves)
+            return const(leaf[0]) if len(leaf) == 1 else cut(*leaf)
+        t, parts = shape
+        inner = [value(p, leaves) for p in parts]
+        if t is tuple:
+            return "(" + "".join(f"{x}, " for x in inner) + ")"
+        name = f"R{len(ns)}"
+        ns[name] = t
+        return f"{name}({', '.join(inner)})"
+
+    args = [f"{n}={const(v)}" for n, v in plan.const.items()]
+    args += [f"{n}={cut(a, b, conv)}" for n, a, b, conv in plan.cuts]
+    args += [f"{n}={value(shape, iter(leaves))}" for n, shape, leaves in plan.shaped]
+    src = f"def make(source, line, t):\n    return C(source, line, t, {', '.join(args)})\n"
+    exec(CODE.compile(src, "<learned-maker>"), ns)  # noqa: S102 - slices and names made here
+    return plan._replace(make=ns["make"])
+
+
+def _shape(value: Any, leaves: list[Any]) -> Shape | bool:
+    """The :data:`Shape` of a field's value, its leaves appended to ``leaves``; False for a value
+    with a list, dict or set in it (one object a constant would share among events)."""
+    t = type(value)
+    if t is tuple:
+        parts = [_shape(v, leaves) for v in value]
+        return False if any(p is False for p in parts) else (tuple, tuple(parts))
+    if isinstance(value, ValueRecord):
+        parts = [_shape(getattr(value, n), leaves) for n in field_names(t)]
+        return False if any(p is False for p in parts) else (t, tuple(parts))
+    if t is list or t is dict or t is set:
+        return False
+    leaves.append(value)
+    return None
+
+
+def _rebuilt(shape: Shape, leaves: Iterator[Any]) -> Any:
+    if shape is None:
+        return next(leaves)
+    t, parts = shape
+    if t is tuple:
+        return tuple([_rebuilt(p, leaves) for p in parts])
+    return t(*[_rebuilt(p, leaves) for p in parts])
+
+
+def _leaf_deps(base: dict[str, Any], seen: list[tuple[str, dict[str, Any]]], n_runs: int,
+               names: list[str]) -> dict[str, tuple[Shape, list[Any], dict[int, list[int]]]] | None:
+    """For each field of ``names`` (a tuple or value record that changed with the digits): its
+    shape, its leaves and the single-run variants (indexes) each leaf changed in; None where a
+    variant's value has another shape (the digits decide more than values there)."""
+    out: dict[str, tuple[Shape, list[Any], dict[int, list[int]]]] = {}
+    for name in names:
+        leaves: list[Any] = []
+        shape = _shape(base[name], leaves)
+        if shape is False:
+            return None
+        deps: dict[int, list[int]] = {}
+        for i, (_, f) in enumerate(seen[1:]):
+            other: list[Any] = []
+            if _shape(f[name], other) != shape:
+                return None
+            if i < n_runs:
+                for k, (a, b) in enumerate(zip(leaves, other)):
+                    if a != b:
+                        deps.setdefault(k, []).append(i)
+        out[name] = (shape, leaves, deps)
     return out
 
 
@@ -152,7 +265,7 @@ def derive(line: str, events: list[E.Event], stats: tuple[int, int, int], probe:
     if len(runs) > MAX_RUNS:
         return None
     base = fields(ev) if ev is not None else {}
-    if any(isinstance(v, (list, dict, set)) for v in base.values()):
+    if any(_shape(v, []) is False for v in base.values()):
         return None  # a constant would be shared by every event of the shape: values only
     seen: list[tuple[str, dict[str, Any]]] = [(line, base)]
     deps: dict[str, list[int]] = {}
@@ -175,12 +288,32 @@ def derive(line: str, events: list[E.Event], stats: tuple[int, int, int], probe:
     if ev is None:
         return Plan(None, {}, (), stats)
     cuts = []
+    structured = [n for n in deps if type(base[n]) is tuple or isinstance(base[n], ValueRecord)]
     for name, on in deps.items():
+        if name in structured:
+            continue
         cut = _cut(line, base[name], runs[on[0]][0], runs[on[-1]][1])
         if cut is None:
             return None
         cuts.append((name, *cut))
-    plan = Plan(type(ev), {n: v for n, v in base.items() if n not in deps}, tuple(cuts), stats)
+    shaped = []
+    parts = _leaf_deps(base, seen, len(runs), structured) if structured else {}
+    if parts is None:
+        return None
+    for name, (shape, leaves, leaf_deps) in parts.items():
+        defs: list[tuple[Any, ...]] = []
+        for k, leaf in enumerate(leaves):
+            moved = leaf_deps.get(k)
+            leaf_cut: tuple[Any, ...] | None = (leaf,) if moved is None \
+                else _cut(line, leaf, runs[moved[0]][0], runs[moved[-1]][1])
+            if leaf_cut is None:
+                return None
+            defs.append(leaf_cut)
+        shaped.append((name, shape, tuple(defs)))
+    plan = Plan(type(ev), {n: v for n, v in base.items() if n not in deps}, tuple(cuts), stats, tuple(shaped))
     if any(made(plan, text) != f for text, f in seen):
         return None  # a field the single changes left alone moved when all changed, or a cut is wrong
+    plan = compiled(plan)
+    if any(fields(plan.make("", 0, text)) != f for text, f in seen):
+        return None  # not what ``made`` makes: never so, but the events must be the parser's
     return plan

@@ -401,7 +401,7 @@ class FileParser:
         stats.nccl_unknown += nu
         if cls is None:
             return []
-        ev = cls(source=self.source, line=lineno, text=text, **learned.made(plan, text))
+        ev = plan.make(self.source, lineno, text)
         by = stats.by_kind
         by[ev.kind] = by.get(ev.kind, 0) + 1
         if ev.rank is not None and len(self._ranks) < 2:
@@ -686,21 +686,63 @@ class FileParser:
         held.rec, held.events, held.joins = rec, [ev], held.joins + 1
         return True
 
-    def _templated(self, lineno: int, text: str, rule: str, fill: Any) -> bool:
-        """The ``EVENT`` plan's line (:mod:`.fastpath`): its event from its template, handed to
-        the sink, as ``_record_line_events`` does first; False where that makes no event (the
-        caller then parses the line the full way, which tries the template again and goes on)."""
+    def _templated(self, lineno: int, text: str, plan: tuple[Any, ...]) -> bool:
+        """The ``EVENT`` or ``MADE`` plan's line (:mod:`.fastpath`): its event from its template
+        (or its learned maker), handed to the sink, as ``_record_line_events`` does first; False
+        where that makes no event (the caller then parses the line the full way, which tries the
+        template again and goes on)."""
+        if plan[0] == fastpath.MADE:
+            try:
+                ev = plan[1](self.source, lineno, text)
+            except ValueError:  # a cut that does not convert: the template's way
+                return self._templated(lineno, text, plan[3])
+            stats = self.stats
+            stats.records += 1
+            stats.nccl_records += 1
+            self.sink.add(ev)  # type: ignore[union-attr]
+            return True
+        rule, fill, seen = plan[1], plan[2], plan[3]
         try:
             ev = self._from_raw(lineno, text, rule, fill(text))
         except Exception:  # noqa: BLE001 - the full way handles (and counts) a line that breaks
             return False
         if ev is None or ev is _FOLDED:
             return ev is _FOLDED
+        if seen is not None:
+            seen[0] += 1
+            if seen[0] == learned.LEARN_AT:
+                self._learn_maker(lineno, text, plan, ev)
         self.sink.add(ev)  # type: ignore[union-attr]  # plans exist only with a sink
         return True
 
+    def _learn_maker(self, lineno: int, text: str, plan: tuple[Any, ...], ev: E.Event) -> None:
+        """Give an ``EVENT`` shape a maker (:func:`.learned.derive`, with the template as the probe:
+        what the plan makes of every line of the shape now), or leave it as it is for good."""
+        rule, fill, seen = plan[1], plan[2], plan[3]
+
+        def probe(line: str) -> list[E.Event] | None:
+            try:
+                got = self._event_of(lineno, line, rule, fill(line))
+            except Exception:  # noqa: BLE001 - a variant the template cannot make: no maker
+                return None
+            return None if got is None or got is _FOLDED else [got]
+
+        maker = learned.derive(text, [ev], (1, 1, 0), probe, (seen[1],)) if learned.ENABLED else None
+        key = fixed_key(text)
+        if self._plans is not None and self._plans.get(key) is plan:
+            self._plans[key] = (fastpath.EVENT, rule, fill, None) if maker is None or maker.cls is None \
+                else (fastpath.MADE, maker.make, maker, (fastpath.EVENT, rule, fill, None))
+
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
-        """The event of a templated line (``_FOLDED`` when the connection sink took it)."""
+        """The event of a templated line (``_FOLDED`` when the connection sink took it), counted."""
+        ev = self._event_of(lineno, text, rule, raw)
+        if ev is not None and ev is not _FOLDED:
+            self.stats.records += 1
+            self.stats.nccl_records += 1
+        return ev
+
+    def _event_of(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
+        """:meth:`_from_raw` but for the counts."""
         host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")
         if rule == "channel_conn" and self.sink is not None:
             self.sink.add_conn(self.source, lineno, host, int(pid), raw["src"], raw["dst"], raw["via"])
@@ -710,8 +752,6 @@ class FileParser:
         cls, fields = build(rule, raw)
         if cls is E.NcclOther:
             return None
-        self.stats.records += 1
-        self.stats.nccl_records += 1
         return cls(source=self.source, line=lineno, text=text, host=host, pid=int(pid), tid=int(tid),
                    dev=int(dev), level="INFO", **fields)
 

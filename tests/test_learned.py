@@ -8,6 +8,7 @@ and the events, the parser's counts and the ranks it saw are compared with and w
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from ncclsleuth.model.job import JobModel
 from ncclsleuth.parse import learned
 from ncclsleuth.parse.anchors import PREFILTER
-from ncclsleuth.parse.grammar import ShapeCache, fixed_key
+from ncclsleuth.parse.grammar import ShapeCache, fixed_key, info_key
 from ncclsleuth.parse.lines import FileParser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,14 +148,24 @@ def _info_lines() -> list[str]:
     for p in paths:
         for line in p.read_text(errors="replace").splitlines():
             if " NCCL INFO " in line and learned.plannable(line):
-                shapes.setdefault(fixed_key(line), line)
+                shapes.setdefault(info_key(line), line)
     return list(shapes.values())
+
+
+_HEX = re.compile(r"(?<![0-9])0x[0-9a-fA-F]+")
+
+
+def _random_values(line: str, rng: random.Random) -> str:
+    """Random digits, and random hex digits (either case) in every hex run: the line's info_key stays."""
+    line = _HEX.sub(lambda m: "0x" + "".join(rng.choice("0123456789abcdefABCDEF") for _ in m.group()[2:]), line)
+    return _random_digits(line, rng)
 
 
 def test_makers_make_the_templates_events(monkeypatch):
     """An EVENT shape's maker (fastpath.MADE) makes the events the template makes: every plain
     NCCL INFO line shape of the fixtures and the corpus, learned, then 16 copies with random
-    digits, compared with the makers off (learned.ENABLED False: the template every time)."""
+    digits and hex digits (pointers, commIds: grammar.info_key masks them), compared with the
+    makers off (learned.ENABLED False: the template every time)."""
     from ncclsleuth.parse import fastpath
 
     lines = _info_lines()
@@ -165,7 +176,7 @@ def test_makers_make_the_templates_events(monkeypatch):
     for line in lines:
         # the shape's template is compiled after a few lines, its plan made at the next, its maker
         # learned LEARN_AT lines later: 3 * LEARN_AT copies reach the maker
-        text = "\n".join(line if i < 2 * learned.LEARN_AT + 4 else _random_digits(line, rng)
+        text = "\n".join(line if i < 2 * learned.LEARN_AT + 4 else _random_values(line, rng)
                          for i in range(3 * learned.LEARN_AT + 16))
         if _parse(text, True, monkeypatch, cache) != _parse(text, False, monkeypatch):
             differ.append(line)
@@ -173,7 +184,7 @@ def test_makers_make_the_templates_events(monkeypatch):
     made = [p for table in cache.plan_tables.values() for p in table.values() if p[0] == fastpath.MADE]
     assert len(made) > 40  # the comparison covers many shapes with a maker
     kinds = {p[2].cls.__name__ for p in made}
-    assert {"EnvSetting", "NcclVersion", "Connected"} <= kinds, kinds
+    assert {"EnvSetting", "NcclVersion", "Connected", "CommInit"} <= kinds, kinds
 
 
 def test_a_maker_is_learned_once_and_then_used(monkeypatch):

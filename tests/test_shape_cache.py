@@ -129,3 +129,20 @@ def test_value_runs_split_as_the_plain_pattern():
     texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14))) for _ in range(50_000)]
     texts += ["0x1f 10x5 00x1 0x x0xg", "comm 0x5587676e6446 rank 12 nranks 1600", "\u0660x1 \u0663\u0660"]
     assert [G.value_runs(t) for t in texts] == [G._DIGITS.split(t) for t in texts]
+
+
+def test_info_key_masks_the_value_runs_the_split_finds():
+    """grammar.info_key: each digit run of value_runs masked by NULs, each hex run by 0x80 bytes,
+    every other character in place (so that lines of one key have their runs where the key says)."""
+    import random
+
+    from ncclsleuth.parse import grammar as G
+
+    rng = random.Random(20261202)
+    texts = ["comm 0x55f6e5fcdc29 rank 5238 busId ba000 commId 0xb5ca0139f4c8d965", "10x5 a0x1 0xab0x12 0x 0xg"]
+    texts += ["".join(rng.choice("0x1a9fF g=") for _ in range(rng.randint(0, 16))) for _ in range(20_000)]
+    for t in texts:
+        parts = G.value_runs(t)
+        want = "".join(p if i % 2 == 0 else ("\x80" if p.startswith("0x") else "\0") * len(p)
+                       for i, p in enumerate(parts))
+        assert G.info_key(t) == want.encode("latin-1"), t

@@ -28,7 +28,7 @@ from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
-from .grammar import ShapeCache, fixed_key
+from .grammar import ShapeCache, fixed_key, info_key
 from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, ranks_in
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
@@ -728,7 +728,7 @@ class FileParser:
             return None if got is None or got is _FOLDED else [got]
 
         maker = learned.derive(text, [ev], (1, 1, 0), probe, (seen[1],)) if learned.ENABLED else None
-        key = fixed_key(text)
+        key = info_key(text)
         if self._plans is not None and self._plans.get(key) is plan:
             self._plans[key] = (fastpath.EVENT, rule, fill, None) if maker is None or maker.cls is None \
                 else (fastpath.MADE, maker.make, maker, (fastpath.EVENT, rule, fill, None))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
@@ -215,8 +216,6 @@ class ShapeCache:
         self.fixed_templates: dict[bytes, Any] = {}
         #: position-exact line shape -> lines met so far, until its fill is compiled
         self.fixed_seen: dict[bytes, int] = {}
-        #: line shapes whose lines hold hex runs (pointers): no position-exact template
-        self.no_fixed: set[str] = set()
         #: retention set -> position-exact line shape -> plan (ncclsleuth.parse.fastpath)
         self.plan_tables: dict[Any, dict[bytes, Any]] = {}
         #: position-exact shape of other lines -> learned plan, and lines met until it is learned
@@ -280,7 +279,7 @@ class ShapeCache:
         """
         ascii_line = text.isascii()
         if ascii_line:
-            fkey = fixed_key(text)
+            fkey = info_key(text)
             hit = self.fixed_templates.get(fkey)
             if hit is not None:
                 return hit[0], hit[1](text)
@@ -294,17 +293,13 @@ class ShapeCache:
                 self.line_templates[key] = tpl
         if tpl is None:
             return None
-        if ascii_line and key not in self.no_fixed:
-            self._learn_fixed(fkey, key, tpl, parts)
+        if ascii_line:
+            self._learn_fixed(fkey, tpl, parts)
         return tpl.kind, tpl.fill(parts)
 
-    def _learn_fixed(self, fkey: bytes, key: str, tpl: Template, parts: list[str]) -> None:
+    def _learn_fixed(self, fkey: bytes, tpl: Template, parts: list[str]) -> None:
         """Count a position-exact shape's lines; at the ``COMPILE_AFTER``-th, compile its
         fill (most such shapes are met a handful of times: see :class:`Template`)."""
-        if has_hex(parts):  # pointers differ on every line: no reuse to gain (asked once per shape)
-            if len(self.no_fixed) < 50_000:
-                self.no_fixed.add(key)
-            return
         seen = self.fixed_seen.get(fkey, 0) + 1
         if seen >= COMPILE_AFTER and len(self.fixed_templates) < 100_000:
             self.fixed_templates[fkey] = (tpl.kind, fixed_fill(tpl, parts), fixed_spans(tpl, parts))
@@ -519,9 +514,37 @@ def fixed_key(text: str) -> bytes:
     return text.encode().translate(DIGITS_MASK)
 
 
-def has_hex(parts: list[str]) -> bool:
-    """True when a value run is hex (a pointer): such lines get no position-exact fill."""
-    return any(p.startswith("0x") for p in parts[1::2])
+#: a hex value run as :func:`value_runs` cuts it: ``0x`` and hex digits, from a ``0`` no run holds
+#: (a ``0`` after a digit belongs to that digit's run; one after a hex run's letter, to that run).
+#: Written to start with the literal ``0x`` (the look-behind after it): the engine then skips
+#: to the next ``0x`` in C, 1.8 against 5.2 us for a ``ncclCommInitRank`` line
+_HEX_RUN = rx(rb"0x(?<![0-9]0x)[0-9a-fA-F]+")
+
+
+def _hex_mask(m: re.Match[bytes]) -> bytes:
+    return b"\x80" * (m.end() - m.start())
+
+
+def info_key(text: str) -> bytes:
+    """:func:`fixed_key` with each hex run (a pointer, a commId) masked too, by ``0x80`` bytes:
+    the key of the plain NCCL INFO lines' position-exact templates and plans (ASCII lines only).
+
+    ``comm 0x55f6e5fcdc29 rank 5238 ...`` prints a new pointer on every line: with its hex
+    letters in the key, each such line (48,000 of an 8,000-rank job's init) was a shape of its
+    own and took the value-run split.  No ASCII character is ``0x80``, and hex runs and digit
+    runs never touch (each takes the other's characters), so the key still fixes where every
+    value run starts and ends: what a position-exact fill needs.
+
+    The fast path's makers (``fastpath.MADE``) learn from lines of such a key by changing their
+    digits: a template's field holds whole runs, so a field with a hex run in it moves with the
+    run's ``0`` and is cut whole (the builder reads no hex letter: no fix in ``parse/build.py``
+    looks into one).  The learned plans of other lines (:mod:`..learned`) keep :func:`fixed_key`:
+    there a message's own code reads its values, and a hex letter could decide what it means.
+    """
+    b = text.encode()
+    if b"0x" in b:
+        b = _HEX_RUN.sub(_hex_mask, b)
+    return b.translate(DIGITS_MASK)
 
 
 def fixed_spans(tpl: Template, parts: list[str]) -> dict[str, Any]:

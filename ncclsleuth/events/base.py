@@ -83,12 +83,25 @@ def share(value: Any) -> Any:
     return got
 
 
+def shared_as(name: str, ann: str) -> str:
+    """How an event's ``__init__`` stores field ``name`` of annotation ``ann``: ``"str"`` (through
+    :func:`share` when a string of at most ``SHARE_LEN`` characters), ``"tuple"`` (through it when
+    not empty) or ``""`` (as given).  Code that builds events by their slots (the learned makers:
+    ``ncclsleuth.parse.learned.compiled``) asks this, so both share the same values."""
+    if name not in _UNSHARED and ann in _SHARED_STR:
+        return "str"
+    if ann in _SHARED_TUPLE:
+        return "tuple"
+    return ""
+
+
 def _assign(name: str, ann: str) -> str:
     """The generated ``__init__``'s line for one field: short strings and value tuples shared."""
-    if name not in _UNSHARED and ann in _SHARED_STR:
+    how = shared_as(name, ann)
+    if how == "str":
         short = f"{name}.__class__ is str and len({name}) <= {SHARE_LEN}"
         return f"\n    self.{name} = share({name}) if {short} else {name}"
-    if ann in _SHARED_TUPLE:
+    if how == "tuple":
         return f"\n    self.{name} = share({name}) if {name} else {name}"
     return f"\n    self.{name} = {name}"
 

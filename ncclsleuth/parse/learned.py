@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from .. import events as E
-from ..events.base import field_names
+from ..events.base import SHARE_LEN, field_names, share, shared_as
 from ..events.values import ValueRecord
 from ..util.cache import CODE
 from ..util.rxstore import rx
@@ -167,11 +167,17 @@ def made(plan: Plan, line: str) -> dict[str, Any]:
 
 def compiled(plan: Plan) -> Plan:
     """The plan with its ``make``: what :func:`made` and the event class do, as one generated
-    call with a slice per cut, so that a line costs one Python call.  ``made`` walks the cuts and
-    rebuilds shaped values leaf by leaf: for a line of an ``Init timings`` shape (16 leaves) that
-    cost as much as the builder it stands for.  The code is kept in the code store by its text
-    (the slices), the constants and classes are the function's globals."""
-    ns: dict[str, Any] = {"C": plan.cls, "K": []}
+    function with a slice per cut that fills the event's slots, so that a line costs one Python
+    call.  ``made`` walks the cuts and rebuilds shaped values leaf by leaf (for a line of an
+    ``Init timings`` shape, 16 leaves, that cost as much as the builder it stands for), and the
+    class's ``__init__`` takes keywords and shares every short string, the constants too.  Here
+    the constants are stored as they are (the learned event's own objects, already shared), and
+    cut values are shared as ``__init__`` shares them (``events.base.shared_as``).  The code is
+    kept in the code store by its text (the slices), the constants and classes are its globals."""
+    cls = plan.cls
+    assert cls is not None
+    types = cls.FIELD_TYPES
+    ns: dict[str, Any] = {"C": cls, "K": [], "N": object.__new__, "share": share}
     consts: list[Any] = ns["K"]
 
     def const(value: Any) -> str:
@@ -193,10 +199,15 @@ def compiled(plan: Plan) -> Plan:
         ns[name] = t
         return f"{name}({', '.join(inner)})"
 
-    args = [f"{n}={const(v)}" for n, v in plan.const.items()]
-    args += [f"{n}={cut(a, b, conv)}" for n, a, b, conv in plan.cuts]
-    args += [f"{n}={value(shape, iter(leaves))}" for n, shape, leaves in plan.shaped]
-    src = f"def make(source, line, t):\n    return C(source, line, t, {', '.join(args)})\n"
+    body = ["e = N(C)", "e.source = source", "e.line = line", "e.text = t"]
+    body += [f"e.{n} = {const(v)}" for n, v in plan.const.items()]
+    for n, a, b, conv in plan.cuts:
+        shared = conv is None and b - a <= SHARE_LEN and shared_as(n, types[n]) == "str"
+        body.append(f"e.{n} = share({cut(a, b, conv)})" if shared else f"e.{n} = {cut(a, b, conv)}")
+    for n, shape, leaves in plan.shaped:  # a tuple of parts or a record: never empty
+        expr = value(shape, iter(leaves))
+        body.append(f"e.{n} = share({expr})" if shared_as(n, types[n]) == "tuple" else f"e.{n} = {expr}")
+    src = "def make(source, line, t):\n" + "".join(f"    {x}\n" for x in body) + "    return e\n"
     exec(CODE.compile(src, "<learned-maker>"), ns)  # noqa: S102 - slices and names made here
     return plan._replace(make=ns["make"])
 

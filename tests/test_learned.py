@@ -175,9 +175,9 @@ def test_makers_make_the_templates_events(monkeypatch):
     differ = []
     for line in lines:
         # the shape's template is compiled after a few lines, its plan made at the next, its maker
-        # learned LEARN_AT lines later: 3 * LEARN_AT copies reach the maker
-        text = "\n".join(line if i < 2 * learned.LEARN_AT + 4 else _random_values(line, rng)
-                         for i in range(3 * learned.LEARN_AT + 16))
+        # learned maker_at lines later; then 16 lines with random values
+        same = learned.maker_at(line) + learned.LEARN_AT
+        text = "\n".join(line if i < same else _random_values(line, rng) for i in range(same + 16))
         if _parse(text, True, monkeypatch, cache) != _parse(text, False, monkeypatch):
             differ.append(line)
     assert differ == []

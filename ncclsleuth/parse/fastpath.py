@@ -19,7 +19,7 @@ lines (:meth:`~ncclsleuth.model.job.JobModel.needs_event`):
 * ``EVENT``: an event the model reads, of a shape with a template: the event made from the
   template at once (what the full parser does first with such a line), the full parser only
   where the template's fields make no event of their own;
-* ``MADE``: an ``EVENT`` shape whose event, at its ``LEARN_AT``-th line, was found to be each
+* ``MADE``: an ``EVENT`` shape whose event, at its ``learned.maker_at``-th line, was found to be each
   field a constant or one slice of the line (:func:`.learned.derive`, the template as the probe,
   checked on changed digits and on the shape's first line): the event made from the slices,
   without the template's field dict, the builder's fixes and conversions (the parse of 1,000
@@ -157,7 +157,7 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
                 (via[0] - start, via[1] - start))
     # the parser's first step for any line of the shape is its template: a redraw or a colour
     # code would have had the line split first (``FileParser._line``)
-    event = (EVENT, rule, hit[1], [0, line] if learned.plannable(line) else None) \
+    event = (EVENT, rule, hit[1], [0, line, learned.maker_at(line)] if learned.plannable(line) else None) \
         if "\r" not in line and "\x1b" not in line else _SLOW
     if len(events) != 1:
         return event

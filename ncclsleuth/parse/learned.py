@@ -61,6 +61,11 @@ LEARN_AT = 8
 #: hold for it too: at most ~20 MB of them)
 MAX_PLANS = 10_000
 MAX_SEEN = 20_000
+#: a maker (``fastpath.MADE``) is learned once its shape has had about as many lines as learning
+#: costs probes (a template parse per digit run and per shift, and one of the first line), times
+#: this: a rent-or-buy rule.  At the 8th line, the makers of a 256-rank job's ~100 shapes of a few
+#: dozen lines each cost ~5,400 probes, more than they saved
+PROBE_LINES = 2
 #: the longest line planned (a PyTorch watchdog line is ~300 characters)
 MAX_CHARS = 1024
 #: digit runs a planned line may have (each is a full parse while learning)
@@ -114,6 +119,11 @@ def plannable(line: str) -> bool:
     not longer than ``MAX_CHARS`` (its shape is a key of the tables: a hostile log of distinct
     1 MB lines would otherwise keep 100,000 such keys)."""
     return len(line) <= MAX_CHARS and line.isascii() and "\r" not in line and "\x1b" not in line
+
+
+def maker_at(line: str) -> int:
+    """The line of a templated shape (counted from its plan) at which its maker is learned."""
+    return max(LEARN_AT, PROBE_LINES * (len(_RUN.findall(line)) + len(ALL_SHIFTS) + 1))
 
 
 def _shift(digits: str, by: int) -> str:

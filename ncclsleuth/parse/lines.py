@@ -710,7 +710,7 @@ class FileParser:
             return ev is _FOLDED
         if seen is not None:
             seen[0] += 1
-            if seen[0] == learned.LEARN_AT:
+            if seen[0] == seen[2]:
                 self._learn_maker(lineno, text, plan, ev)
         self.sink.add(ev)  # type: ignore[union-attr]  # plans exist only with a sink
         return True

@@ -197,17 +197,21 @@ def compiled(plan: Plan) -> Plan:
     def cut(a: int, b: int, conv: Any) -> str:
         return f"t[{a}:{b}]" if conv is None else f"{conv.__name__}(t[{a}:{b}])"
 
-    def value(shape: Shape, leaves: Iterator[tuple[Any, ...]]) -> str:
+    def value(shape: Shape, leaves: Iterator[tuple[Any, ...]], top: bool = True) -> str:
+        """A shaped value's expression; the tuples and records inside it shared, as the builder
+        shares an ``Init timings`` line's (phase, seconds) pairs (most ranks print the same)."""
         if shape is None:
             leaf = next(leaves)
             return const(leaf[0]) if len(leaf) == 1 else cut(*leaf)
         t, parts = shape
-        inner = [value(p, leaves) for p in parts]
+        inner = [value(p, leaves, False) for p in parts]
         if t is tuple:
-            return "(" + "".join(f"{x}, " for x in inner) + ")"
-        name = f"R{len(ns)}"
-        ns[name] = t
-        return f"{name}({', '.join(inner)})"
+            expr = "(" + "".join(f"{x}, " for x in inner) + ")"
+        else:
+            name = f"R{len(ns)}"
+            ns[name] = t
+            expr = f"{name}({', '.join(inner)})"
+        return expr if top else f"share({expr})"
 
     body = ["e = N(C)", "e.source = source", "e.line = line", "e.text = t"]
     body += [f"e.{n} = {const(v)}" for n, v in plan.const.items()]

@@ -231,3 +231,21 @@ def test_a_makers_inner_tuples_are_shared_as_the_builders(monkeypatch):
         first, last = timed[0], timed[-1]
         assert first.phases != last.phases  # the events differ in one pair, and share the others
         assert [a is b for a, b in zip(first.phases, last.phases)] == [True, True, False] + [True] * 5
+
+
+def test_makers_are_bounded(monkeypatch):
+    """At most learned.MAX_MAKERS makers per shape cache: past it a shape keeps its template (the
+    same events), so a hostile log of ever new shapes costs no more than that many functions."""
+    from ncclsleuth.parse import fastpath
+
+    monkeypatch.setattr(learned, "ENABLED", True)
+    monkeypatch.setattr(learned, "MAX_MAKERS", 2)
+    cache = ShapeCache(store=False)
+    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
+    names = ["NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_NTHREADS"]
+    text = "\n".join(f"node{i % 7}:{100 + i}:{200 + i} [{i % 8}] NCCL INFO {name} set by environment to {20 + i % 3}."
+                     for name in names for i in range(40))
+    fp.parse_block(1, text)
+    plans = [p for table in cache.plan_tables.values() for p in table.values()]
+    assert [p[0] for p in plans].count(fastpath.MADE) == 2 == cache.makers
+    assert [p[0] for p in plans].count(fastpath.EVENT) == 2

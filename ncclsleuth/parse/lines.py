@@ -727,11 +727,15 @@ class FileParser:
                 return None
             return None if got is None or got is _FOLDED else [got]
 
-        maker = learned.derive(text, [ev], (1, 1, 0), probe, (seen[1],)) if learned.ENABLED else None
+        room = learned.ENABLED and self.cache.makers < learned.MAX_MAKERS
+        maker = learned.derive(text, [ev], (1, 1, 0), probe, (seen[1],)) if room else None
         key = info_key(text)
         if self._plans is not None and self._plans.get(key) is plan:
-            self._plans[key] = (fastpath.EVENT, rule, fill, None) if maker is None or maker.cls is None \
-                else (fastpath.MADE, maker.make, maker, (fastpath.EVENT, rule, fill, None))
+            if maker is None or maker.cls is None:
+                self._plans[key] = (fastpath.EVENT, rule, fill, None)
+            else:
+                self.cache.makers += 1
+                self._plans[key] = (fastpath.MADE, maker.make, maker, (fastpath.EVENT, rule, fill, None))
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
         """The event of a templated line (``_FOLDED`` when the connection sink took it), counted."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,16 +25,22 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 COPIES = learned.LEARN_AT + 16
 
 
-def _lines() -> list[str]:
+def _shapes(keep: Callable[[str], bool], key: Callable[[str], bytes]) -> list[str]:
+    """One line per shape (``key``) of the fixtures and the corpus, of the lines ``keep`` takes."""
     paths = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
     if CORPUS.is_dir():
         paths += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
     shapes: dict[bytes, str] = {}
     for p in paths:
         for line in p.read_text(errors="replace").splitlines():
-            if " NCCL INFO " not in line and learned.plannable(line) and PREFILTER.search(line):
-                shapes.setdefault(fixed_key(line), line)
+            if keep(line):
+                shapes.setdefault(key(line), line)
     return list(shapes.values())
+
+
+def _lines() -> list[str]:
+    return _shapes(lambda line: " NCCL INFO " not in line and learned.plannable(line) and PREFILTER.search(line)
+                   is not None, fixed_key)
 
 
 def _random_digits(line: str, rng: random.Random) -> str:
@@ -141,15 +148,7 @@ def test_the_plan_must_hold_for_the_shapes_first_line(monkeypatch):
 # ---------------------------------------------------------------- makers of templated INFO lines
 
 def _info_lines() -> list[str]:
-    paths = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
-    if CORPUS.is_dir():
-        paths += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
-    shapes: dict[bytes, str] = {}
-    for p in paths:
-        for line in p.read_text(errors="replace").splitlines():
-            if " NCCL INFO " in line and learned.plannable(line):
-                shapes.setdefault(info_key(line), line)
-    return list(shapes.values())
+    return _shapes(lambda line: " NCCL INFO " in line and learned.plannable(line), info_key)
 
 
 _HEX = re.compile(r"(?<![0-9])0x[0-9a-fA-F]+")

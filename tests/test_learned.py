@@ -233,8 +233,8 @@ def test_a_makers_inner_tuples_are_shared_as_the_builders(monkeypatch):
 
 
 def test_makers_are_bounded(monkeypatch):
-    """At most learned.MAX_MAKERS makers per shape cache: past it a shape keeps its template (the
-    same events), so a hostile log of ever new shapes costs no more than that many functions."""
+    """At most learned.MAX_MAKERS compiled plans per shape cache: past it a shape keeps its template
+    (the same events), so a hostile log of ever new shapes costs no more than that many functions."""
     from ncclsleuth.parse import fastpath
 
     monkeypatch.setattr(learned, "ENABLED", True)
@@ -248,3 +248,7 @@ def test_makers_are_bounded(monkeypatch):
     plans = [p for table in cache.plan_tables.values() for p in table.values()]
     assert [p[0] for p in plans].count(fastpath.MADE) == 2 == cache.makers
     assert [p[0] for p in plans].count(fastpath.EVENT) == 2
+    # a learned plan of another line is a compiled plan too: none past the bound
+    lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=1245, ran=600047) for i in range(learned.LEARN_AT + 3)]
+    fp.parse_block(200, "\n".join(lines))
+    assert list(cache.learned.values()) == [learned.SLOW] and cache.makers == 2

@@ -61,9 +61,10 @@ LEARN_AT = 8
 #: hold for it too: at most ~20 MB of them)
 MAX_PLANS = 10_000
 MAX_SEEN = 20_000
-#: makers of templated INFO shapes per shape cache: each is a compiled function with its own
-#: globals (~4 KB with its code), and a hostile log can make a new shape every few lines; a real
-#: 8,000-rank file makes ~90
+#: compiled plans per shape cache (the makers of templated INFO shapes and the learned plans of
+#: other lines that make an event): each is a function with its own globals (~4 KB with its
+#: code), and a hostile log can make a new shape every few lines; a real 8,000-rank file makes ~120.
+#: Past it a shape keeps its template, or goes the full way
 MAX_MAKERS = 5_000
 #: a maker (``fastpath.MADE``) is learned once its shape has had about as many lines as learning
 #: costs probes (a template parse per digit run and per shift, and one of the first line), times

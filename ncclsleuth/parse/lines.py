@@ -428,7 +428,7 @@ class FileParser:
         table = self._learned
         assert table is not None
         kinds = sum(1 for ev in evs if ev.kind != "text")
-        if self._state() != state or moved[3] != kinds:
+        if self._state() != state or moved[3] != kinds or self.cache.makers >= learned.MAX_MAKERS:
             table[key] = learned.SLOW
             return evs
         probe = self._probe
@@ -447,6 +447,8 @@ class FileParser:
 
         plan = learned.derive(text, evs, (moved[0], moved[1], moved[2]), parse, others)
         table[key] = learned.SLOW if plan is None else plan
+        if plan is not None and plan.make is not None:
+            self.cache.makers += 1
         return evs
 
     def _open(self) -> bool:

@@ -222,7 +222,7 @@ class ShapeCache:
         #: (ncclsleuth.parse.learned)
         self.learned: dict[bytes, Any] = {}
         self.learn_seen: dict[int, list[Any]] = {}
-        #: makers of templated INFO shapes made for the plan tables (``learned.MAX_MAKERS`` at most)
+        #: compiled plans made (makers and learned plans: ``learned.MAX_MAKERS`` at most)
         self.makers = 0
         self.hits = self.misses = self.parses = 0
         self._store: TemplateStore | None = TemplateStore() if store and enabled else None

@@ -233,12 +233,13 @@ def test_a_makers_inner_tuples_are_shared_as_the_builders(monkeypatch):
 
 
 def test_makers_are_bounded(monkeypatch):
-    """At most learned.MAX_MAKERS compiled plans per shape cache: past it a shape keeps its template
-    (the same events), so a hostile log of ever new shapes costs no more than that many functions."""
+    """At most learned.MAX_LEARNINGS learnings per shape cache: past it a shape keeps its template
+    (the same events), so a hostile log of ever new shapes costs no more than that many learnings
+    (each ~36 probe parses) and compiled functions."""
     from ncclsleuth.parse import fastpath
 
     monkeypatch.setattr(learned, "ENABLED", True)
-    monkeypatch.setattr(learned, "MAX_MAKERS", 2)
+    monkeypatch.setattr(learned, "MAX_LEARNINGS", 2)
     cache = ShapeCache(store=False)
     fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
     names = ["NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_NTHREADS"]
@@ -246,9 +247,9 @@ def test_makers_are_bounded(monkeypatch):
                      for name in names for i in range(40))
     fp.parse_block(1, text)
     plans = [p for table in cache.plan_tables.values() for p in table.values()]
-    assert [p[0] for p in plans].count(fastpath.MADE) == 2 == cache.makers
+    assert [p[0] for p in plans].count(fastpath.MADE) == 2 == cache.learnings
     assert [p[0] for p in plans].count(fastpath.EVENT) == 2
     # a learned plan of another line is a compiled plan too: none past the bound
     lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=1245, ran=600047) for i in range(learned.LEARN_AT + 3)]
     fp.parse_block(200, "\n".join(lines))
-    assert list(cache.learned.values()) == [learned.SLOW] and cache.makers == 2
+    assert list(cache.learned.values()) == [learned.SLOW] and cache.learnings == 2

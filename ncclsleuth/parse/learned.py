@@ -61,11 +61,12 @@ LEARN_AT = 8
 #: hold for it too: at most ~20 MB of them)
 MAX_PLANS = 10_000
 MAX_SEEN = 20_000
-#: compiled plans per shape cache (the makers of templated INFO shapes and the learned plans of
-#: other lines that make an event): each is a function with its own globals (~4 KB with its
-#: code), and a hostile log can make a new shape every few lines; a real 8,000-rank file makes ~120.
-#: Past it a shape keeps its template, or goes the full way
-MAX_MAKERS = 5_000
+#: learnings tried per shape cache, makers of templated INFO shapes and learned plans of other
+#: lines together: each costs up to ~36 full or template parses (probes), and a kept one is a
+#: compiled function with its own globals (~4 KB with its code).  A hostile log can make a new
+#: shape every few lines; a real 8,000-rank file tries 97, 2,048 per-rank files 123.  Past it a
+#: shape keeps its template, or goes the full way
+MAX_LEARNINGS = 5_000
 #: a maker (``fastpath.MADE``) is learned once its shape has had about as many lines as learning
 #: costs probes (a template parse per digit run and per shift, and one of the first line), times
 #: this: a rent-or-buy rule.  At the 8th line, the makers of a 256-rank job's ~100 shapes of a few

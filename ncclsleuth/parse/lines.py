@@ -428,9 +428,10 @@ class FileParser:
         table = self._learned
         assert table is not None
         kinds = sum(1 for ev in evs if ev.kind != "text")
-        if self._state() != state or moved[3] != kinds or self.cache.makers >= learned.MAX_MAKERS:
+        if self._state() != state or moved[3] != kinds or self.cache.learnings >= learned.MAX_LEARNINGS:
             table[key] = learned.SLOW
             return evs
+        self.cache.learnings += 1
         probe = self._probe
         if probe is None:
             probe = self._probe = FileParser(self.source, cache=self.cache, keep_text=False,
@@ -447,8 +448,6 @@ class FileParser:
 
         plan = learned.derive(text, evs, (moved[0], moved[1], moved[2]), parse, others)
         table[key] = learned.SLOW if plan is None else plan
-        if plan is not None and plan.make is not None:
-            self.cache.makers += 1
         return evs
 
     def _open(self) -> bool:
@@ -729,15 +728,14 @@ class FileParser:
                 return None
             return None if got is None or got is _FOLDED else [got]
 
-        room = learned.ENABLED and self.cache.makers < learned.MAX_MAKERS
-        maker = learned.derive(text, [ev], (1, 1, 0), probe, (seen[1],)) if room else None
+        maker = None
+        if learned.ENABLED and self.cache.learnings < learned.MAX_LEARNINGS:
+            self.cache.learnings += 1
+            maker = learned.derive(text, [ev], (1, 1, 0), probe, (seen[1],))
         key = info_key(text)
         if self._plans is not None and self._plans.get(key) is plan:
-            if maker is None or maker.cls is None:
-                self._plans[key] = (fastpath.EVENT, rule, fill, None)
-            else:
-                self.cache.makers += 1
-                self._plans[key] = (fastpath.MADE, maker.make, maker, (fastpath.EVENT, rule, fill, None))
+            self._plans[key] = (fastpath.EVENT, rule, fill, None) if maker is None or maker.cls is None \
+                else (fastpath.MADE, maker.make, maker, (fastpath.EVENT, rule, fill, None))
 
     def _from_raw(self, lineno: int, text: str, rule: str, raw: dict[str, Any]) -> E.Event | None:
         """The event of a templated line (``_FOLDED`` when the connection sink took it), counted."""

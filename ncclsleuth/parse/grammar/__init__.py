@@ -222,8 +222,8 @@ class ShapeCache:
         #: (ncclsleuth.parse.learned)
         self.learned: dict[bytes, Any] = {}
         self.learn_seen: dict[int, list[Any]] = {}
-        #: compiled plans made (makers and learned plans: ``learned.MAX_MAKERS`` at most)
-        self.makers = 0
+        #: learnings tried (makers and learned plans: ``learned.MAX_LEARNINGS`` at most)
+        self.learnings = 0
         self.hits = self.misses = self.parses = 0
         self._store: TemplateStore | None = TemplateStore() if store and enabled else None
 

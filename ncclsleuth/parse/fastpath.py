@@ -104,21 +104,22 @@ def learn(plans: dict[bytes, tuple[Any, ...]], cache: ShapeCache, sink: Sink, li
     fkey = info_key(line)
     hit = cache.fixed_templates.get(fkey)
     if hit is None:  # no template: a message the grammar does not know, or one seen once so far
-        plan = _other_plan(line, events)
+        plan = _other_plan(line, events, fkey)
         if plan is not None:
             plans[fkey] = plan
         return
     plans[fkey] = _decide(hit, sink, line, events)
 
 
-def _other_plan(line: str, events: list[E.Event]) -> tuple[Any, ...] | None:
+def _other_plan(line: str, events: list[E.Event], key: bytes | None = None) -> tuple[Any, ...] | None:
     """The ``OTHER`` plan of a plain INFO line whose only event is the ``nccl_other`` the
     envelope path made of its whole body, or None.  The same for every line of the shape:
     no grammar rule takes the body (the shape cache remembers a None by shape), no anchor
     starts in it, and none could with other digits (``DIGIT_ANCHOR_WORDS``, the guards);
-    checked by making the plan's event of this line and comparing it with the parser's."""
+    checked by making the plan's event of this line and comparing it with the parser's.  ``key``:
+    the line's ``info_key`` where the caller has it."""
     if len(events) != 1 or type(events[0]) is not E.NcclOther or "\r" in line or "\x1b" in line \
-            or b"\x80" in info_key(line):  # hex letters may spell an anchor's word: only digits vary here
+            or b"\x80" in (key or info_key(line)):  # hex letters may spell an anchor's word: only digits vary
         return None
     m = SIMPLE_NCCL_LINE.fullmatch(line)
     if m is None:

@@ -243,6 +243,17 @@ class SocketRetry(Event):
     func: str | None = None
 
 
+@ev("call_retry")
+class CallRetry(Event):
+    """``Call to <call> returned <error>, retrying``: a call NCCL repeats, no failure. SYSCHECKSYNC
+    prints it for EINTR, EWOULDBLOCK and EAGAIN only (src/include/checks.h, 2.3-2.30); up to 2.11
+    the socket connect loop also printed it for ECONNREFUSED/ETIMEDOUT every 1000th retry
+    (src/include/socket.h). A call that then fails for good prints its own WARN."""
+
+    call: str = ""
+    error: str = ""
+
+
 @ev("no_interface", error=True)
 class NoInterface(Event):
     what: str = ""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 #: Kinds folded into aggregates instead of being kept one by one.
 HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "nccltests_row",
-                         "socket_retry", "failure_field", "step_time", "last_line", "progress"})
+                         "socket_retry", "call_retry", "failure_field", "step_time", "last_line", "progress"})
 #: step times kept per rank (or per file where the rank is unknown) for straggler checks
 STEP_SAMPLES = 2000
 _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})

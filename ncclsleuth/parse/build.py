@@ -306,6 +306,10 @@ def _b_call(f: Fields) -> str:
         f["hca"], f["port"] = h, _int(p)
     if "attempt" in f:
         return "ibv_retry"
+    err = f["error"].rstrip()
+    if err.endswith(", retrying"):  # "Call to X returned <strerror>, retrying": no failure (events.CallRetry)
+        f["error"] = err[: -len(", retrying")]
+        return "call_retry"
     if call.startswith("ibv_") or call.startswith("wrap_ibv"):
         return "ibv_error"
     if call in ("connect", "accept", "recv", "send", "socket", "bind", "listen", "poll", "getsockname",

@@ -1,0 +1,72 @@
+"""NCCL's INFO lines are no problem lines, except the few whose text reports one.
+
+Every INFO format of NCCL's catalog (parse/data/nccl_formats.tsv, 2.3-2.30) is printed with
+sample values behind a real prefix and parsed: an INFO line that becomes an error event is a
+problem line the report must explain. Two kinds slipped through before: the proxy threads'
+"[Proxy Service] Device 0 CPU core 2" (2.23+, on every run: fixtures/gpu/healthy-1rank) and
+SYSCHECKSYNC's "Call to X returned <strerror>, retrying" (a call retried on EINTR/EAGAIN)."""
+from __future__ import annotations
+
+import csv
+import re
+
+from ncclsleuth.events.base import ERROR_KINDS
+from ncclsleuth.knowledge.identify import TORCH_FORMATS
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.parse.lines import FileParser
+
+NCCL_FORMATS = TORCH_FORMATS.with_name("nccl_formats.tsv")
+_PH = re.compile(r"%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|z|t|j|L)?([diuxXpfgeEcsm]))")
+_VALUE = {"d": "1", "i": "1", "u": "2", "x": "1a", "X": "1A", "p": "0x55d1c0a3b2c0", "f": "1.50", "g": "1.5",
+          "e": "1e3", "c": "c", "s": "abc", "m": "Success"}
+
+#: INFO formats whose text does report a problem, each with why (read in NVIDIA/nccl)
+REPORT_A_PROBLEM = {
+    # xml.cc ncclTopoGetXmlFromFile: NCCL_TOPO_FILE is set but unreadable; NCCL goes on without it
+    "Could not open XML topology file %s : %s",
+    # checks.h CUDACHECKIGNORE (2.30.4+ INFO, the ext-profiler inspector too): a CUDA call failed and
+    # NCCL went on; shown as a CUDA failure, a symptom
+    "Cuda failure '%s'", "%s:%d Cuda failure '%s'", "%s:%d (%s) Cuda failure '%s'",
+    "%s:%d Cuda failure %d '%s'", "%s:%d (%s) Cuda failure %d '%s'",
+    # ibvwrap.cc (2.23 printed these at INFO): the ECE query or set failed
+    "Call to ibv_query_ece failed with error %s errno %d", "Call to ibv_set_ece failed with error %s errno %d",
+    # mlx5dvwrap.cc: the data-direct sysfs path could not be read
+    "Call to mlx5dv_get_data_direct_sysfs_path failed with error %s errno %d",
+    "NET/MLX5: Call to mlx5dv_internal_get_data_direct_sysfs_path failed with error %s errno %d",
+    # shmutils.cc: a shared-memory file could not be removed
+    "unlink shared memory %s failed, error: %s (%d)",
+    # proxy.cc (2.30 INFO): the proxy service could not accept a local connection
+    "[Service thread] Accept failed %s",
+    # ext-profiler inspector: its JSON output failed
+    "jsonError: %s\\n",
+}
+
+
+def _info_formats() -> list[str]:
+    with open(NCCL_FORMATS, newline="") as fh:
+        rd = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        return sorted({r["format"] for r in rd if r["level"] == "INFO"})
+
+
+def _line(fmt: str) -> str:
+    text = _PH.sub(lambda m: _VALUE.get(m.group(1), "1") if m.group(1) else "%", fmt)
+    return "h1:100:200 [0] NCCL INFO " + text.replace("\\n", "").strip()
+
+
+def test_info_formats_are_no_problem_lines() -> None:
+    formats = _info_formats()
+    assert len(formats) > 1000
+    errors = {}
+    for fmt in formats:
+        fp = FileParser("t", ShapeCache(enabled=False))
+        kinds = [ev.kind for ev in fp.parse_line(1, _line(fmt)) + fp.finish() if ev.kind in ERROR_KINDS]
+        if kinds:
+            errors[fmt] = kinds
+    assert sorted(set(errors) - REPORT_A_PROBLEM) == []
+    assert sorted(REPORT_A_PROBLEM - set(errors)) == []  # each exception still holds
+
+
+def test_retry_lines_are_retries() -> None:
+    fp = FileParser("t", ShapeCache(enabled=False))
+    evs = fp.parse_line(1, "h1:100:200 [0] NCCL INFO Call to connect returned Connection refused, retrying")
+    assert [(e.kind, e.call, e.error) for e in evs] == [("call_retry", "connect", "Connection refused")]

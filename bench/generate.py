@@ -314,9 +314,8 @@ class RankLog:
                                                "ncclSystemError: System call (e.g. socket, malloc) or external "
                                                "library call failed or device error. ", msg))
             return L
-        if st.nranks_line:
-            L.append(f"{P}comm {ptr} rank {me} nRanks {n} nNodes {len(nodes)} localRanks {local_ranks} "
-                     f"localRank {local_rank} MNNVL 0")
+        # NCCL checks for a duplicate GPU in initTransportsRank's first AllGather, before it prints
+        # the nRanks/nNodes line (src/init.cc): the two ranks fail there, the others go on
         if job.inject == "dup_gpu" and c.kind == "world":
             if rk.rank in job.culprit:
                 other = job.culprit[1] if rk.rank == job.culprit[0] else job.culprit[0]
@@ -327,7 +326,13 @@ class RankLog:
                 L.extend(self.torch_nccl_error("invalid usage (run with NCCL_DEBUG=WARN for details)",
                                                "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
                                                msg))
+            elif st.nranks_line:  # past the check; they wait for the two later in init
+                L.append(f"{P}comm {ptr} rank {me} nRanks {n} nNodes {len(nodes)} localRanks {local_ranks} "
+                         f"localRank {local_rank} MNNVL 0")
             return L
+        if st.nranks_line:
+            L.append(f"{P}comm {ptr} rank {me} nRanks {n} nNodes {len(nodes)} localRanks {local_ranks} "
+                     f"localRank {local_rank} MNNVL 0")
         if st.mm >= (2, 23):
             L.append(f"{P}NVLS multicast support is not available on dev {rk.dev}")
         chans = self.job.a.channels

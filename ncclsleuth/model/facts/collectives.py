@@ -228,6 +228,13 @@ def straggler_hosts(model: JobModel) -> list[StragglerHost]:
     return out
 
 
+def _nccl_host(model: JobModel, host: str, pid: int | None) -> str:
+    """The host as NCCL tells hosts apart: the host name, or the NCCL_HOSTID the process set."""
+    proc = model.processes.get((host, pid))
+    hostid = proc.env.get("NCCL_HOSTID") if proc is not None else None
+    return f"{host} (NCCL_HOSTID {hostid})" if hostid else host
+
+
 class DuplicateBusId(Record):
     rank_a: int
     rank_b: int
@@ -240,15 +247,24 @@ class DuplicateBusId(Record):
 @fact(DuplicateBusId)
 def duplicate_busid(model: JobModel) -> list[DuplicateBusId]:
     """Two ranks of one communicator on one host that print the same ``busId`` in their
-    ``ncclCommInitRank ... busId X ... Init START/COMPLETE`` lines: they run on one GPU,
-    whether or not NCCL's own "Duplicate GPU detected" made it into the logs."""
+    ``ncclCommInitRank ... busId X ... Init START`` lines and no ``Init COMPLETE``: they run on one GPU,
+    whether or not NCCL's own "Duplicate GPU detected" made it into the logs.
+
+    Not a rank that completed the communicator's init: NCCL checks for a duplicate in the
+    first AllGather of ``initTransportsRank`` and fails the init there (src/init.cc,
+    2.5.6-2.29: "Duplicate GPU detected", ncclInvalidUsage; 2.30: "Multiple Ranks are using
+    the same GPU/Partition" unless NCCL_MULTI_RANK_GPU_ENABLE=1), before "Init COMPLETE". Its
+    host is a hash of the host name and boot id, or of NCCL_HOSTID (src/misc/utils.cc
+    getHostHash), so one host name in the logs is not always one NCCL host. Nor a rank that
+    printed its ``comm ... nNodes N localRanks L`` line: NCCL prints it later in the same
+    function, after the check passed (2.20.3+)."""
     out: list[DuplicateBusId] = []
     seen: set[tuple[str, str]] = set()
     for c in model.comms.values():
         by: dict[tuple[str, str], list[int]] = defaultdict(list)
         for r, st in c.ranks.items():
-            if st.host and st.bus_id and (st.start or st.complete):
-                by[(st.host, st.bus_id)].append(r)
+            if st.host and st.bus_id and st.start and st.complete is None and st.nnodes is None:
+                by[(_nccl_host(model, st.host, st.pid), st.bus_id)].append(r)
         for (host, bus), ranks in sorted(by.items()):
             if len(ranks) < 2 or (host, bus) in seen:
                 continue

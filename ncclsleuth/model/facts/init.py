@@ -6,6 +6,7 @@ from typing import Any
 
 from ... import events as E
 from ..job import JobModel
+from ..members import members
 from .base import Record, fact, median, ranges
 
 
@@ -146,16 +147,43 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         started = {r for r, st in c.ranks.items() if st.start is not None and st.start.phase == "START"}
         seen = started | {r for r, st in c.ranks.items() if st.complete is not None}
         missing = sorted(set(range(c.nranks)) - seen)
-        if not missing or not started or len(seen) < max(2, 0.75 * c.nranks):
+        if not missing or not started:
+            continue
+        present = _present_without_nccl(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else []
+        if len(seen) < max(2, 0.75 * c.nranks) and not present:
             continue
         completed = sum(1 for st in c.ranks.values() if st.complete is not None)
         if completed and not failed:
             continue
         hosts = _guess_hosts(c, missing)
+        if present:
+            hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_NCCL_LINE
         evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
-                                   if st.start is not None]
+                                   if st.start is not None] + present
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
                     "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
+    return out
+
+
+NO_NCCL_LINE = "its output is in the logs, with no NCCL line"
+
+
+def _present_without_nccl(model: JobModel, missing: list[int]) -> list[E.Event]:
+    """The last lines of the missing ranks when each of them has output of its own in the logs
+    (a launcher prefix such as ``[default1]:``, a file of its own): evidence of absence in a
+    job too small for the three-quarters test. NCCL prints "Init START" as a rank enters
+    ncclCommInitRank (src/init.cc, 2.18.3+), so a rank whose output is here without that line
+    never called into this communicator's init: it is still before its first collective
+    (lazy init) or busy elsewhere. Empty when any missing rank has no output, or problem lines of
+    its own (they explain it better, and a rank with a few lines of errors is usually an excerpt)."""
+    mem = members(model)
+    out: list[E.Event] = []
+    for r in missing:
+        m = mem.by_rank.get(r)
+        # a rank with problem lines of its own is explained by them (and is more often an excerpt)
+        if m is None or m.last is None or m.shared or m.problems:
+            return []
+        out.append(m.last)
     return out
 
 

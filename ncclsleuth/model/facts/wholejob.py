@@ -418,12 +418,13 @@ def _lead(first: Report, later: list[Report]) -> float | None:
 #: peer failure for the others; an abort (SIGABRT, SIGSEGV) is a crash of its own; a rank
 #: that exited or fell behind while the others wait made them call different collectives;
 #: a rank busy alone past the others' timeout is the timeout's cause
-HOW_CATEGORY = {"killed": "peer_failure", "died": "peer_failure", "aborted": "app_crash",
+HOW_CATEGORY = {"killed": "peer_failure", "died": "peer_failure", "aborted": "app_crash", "gone": "peer_failure",
                 "exited": "collective_desync", "behind": "collective_desync", "busy": "collective_timeout"}
 
 
 class QuietRank(Record):
-    how: str  # killed | aborted | exited | died | behind | busy
+    how: str  # killed | aborted | exited | died | gone | behind | busy
+    left: str  # "died" or, where exit and death cannot be told apart, "ended"
     category: str
     rank: int
     who: str
@@ -499,7 +500,8 @@ def _quiet_record(m: Member, rank: int, how: str, others_step: int | None, other
     # a rank that died: how it ended first; one that stopped, left or was busy: its last line
     order = (exit_line, m.last, m.progress) if how in ("killed", "aborted") else (m.last, m.progress, exit_line)
     lead = [ev for ev in order if ev is not None]
-    return {"how": how, "category": HOW_CATEGORY[how], "rank": rank, "who": f"rank {rank}", "host": _host(m),
+    return {"how": how, "left": "ended" if how == "gone" else "died",
+            "category": HOW_CATEGORY[how], "rank": rank, "who": f"rank {rank}", "host": _host(m),
             "last": " ".join((m.last.text if m.last else "").split())[:200],
             "step": m.progress.step if m.progress and m.progress.step is not None else "?",
             "others_step": others_step if others_step is not None else "?",
@@ -525,6 +527,7 @@ def _ended(how: str, ex: Exit | None) -> str:
     if ex is not None and ex.exitcode is not None and not ex.torn_down:
         return f"exit code {ex.exitcode}" + (f", {ex.signal}" if ex.signal else "")
     return {"died": "its connections were reset, no word from it", "exited": "it exited without an error",
+            "gone": "NCCL saw its connections closed, which an exit and a kill (SIGKILL, the OOM killer) both give",
             "behind": "its output stops earlier than the others'", "busy": "still busy when the others timed out"
             }.get(how, how)
 
@@ -554,7 +557,15 @@ def _how(r: Report, agent: bool, lost: list[Report], waited: list[Report], other
         # a peer that died has its sockets reset; one that exits closes them (GLOO-read-error vs
         # GLOO-connection-closed)
         resets = sum(1 for x in lost if x.lost is not None and "reset" in x.lost[0].text)
-        return "died" if resets else "exited"
+        if resets:
+            return "died"
+        # NCCL's "socketProgress: Connection closed by remote peer" is recv() returning 0, and
+        # from 2.24.3 on also ECONNRESET/EPIPE (src/misc/socket.cc socketProgressOpt; src/os/
+        # linux.cc from 2.29): the kernel closes a killed process's sockets as an exiting one's,
+        # so NCCL's words say only that the process ended (fixtures/gpu/killed-rank-socket)
+        if any(x.lost is not None and " NCCL " in x.lost[0].text for x in lost):
+            return "gone"
+        return "exited"
     step = r.m.progress.step if r.m.progress is not None else None
     if step is not None and others_step is not None and step < others_step:
         return "behind"

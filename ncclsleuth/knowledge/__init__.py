@@ -252,7 +252,7 @@ def _docs(folder: str) -> dict[str, Any]:
 
 
 #: bump when the table's layout changes
-TABLE_VERSION = 4
+TABLE_VERSION = 5
 
 
 @lru_cache(maxsize=4)
@@ -274,8 +274,12 @@ def _table(folder: str) -> dict[str, Any]:
 
         docs = _docs(folder)
         kb = KnowledgeBase([docs[p] for p in sorted(docs)])
-        others = [("torch", key, fmt) for key, fmt in torch_formats() if key not in kb or kb.source_of(key) == "torch"]
-        others += [(src, key, fmt) for src, key, fmt in kb.formats() if src not in ("nccl", "torch")]
+        catalog = torch_formats()
+        others = [("torch", key, fmt) for key, fmt in catalog if key not in kb or kb.source_of(key) == "torch"]
+        # the other sources' formats, and PyTorch messages that the catalog lacks (TORCH-<slug>)
+        in_catalog = {key for key, _ in catalog}
+        others += [(src, key, fmt) for src, key, fmt in kb.formats()
+                   if src != "nccl" and not (src == "torch" and key in in_catalog)]
         return {"by_id": {key: marshal.dumps(kb._entries(key)) for key in kb.ids()},
                 "others": FormatIndex.prepare([(src, key, literal_parts(fmt)) for src, key, fmt in others])}
 

@@ -30,7 +30,7 @@ def _analyze(case: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_every_case_is_here():
-    assert len(CASES) == 13
+    assert len(CASES) == 18
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -30,7 +30,7 @@ def _analyze(case: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_every_case_is_here():
-    assert len(CASES) == 18
+    assert len(CASES) == 19
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -79,3 +79,15 @@ def test_init_hang_names_the_rank_that_never_entered_nccl() -> None:
     texts = [e["text"] for e in top["evidence"]]
     assert "[default1]:rank 1: step 0: sleeping 90 s" in texts
     assert any("Init START" in t for t in texts)
+
+
+def test_every_nccl_tests_row_is_read() -> None:
+    """nccl-tests 2.19.6 prints numbers that do not fit a column with fewer decimals
+    ("1493.5", "16265"): every row of the table is an event, none is left as text."""
+    spec, _ = _analyze("nccl-tests-1gpu")
+    from ncclsleuth.api import events
+
+    rows = [ev for ev in events([str(GPU / "nccl-tests-1gpu" / p) for p in spec["analyze"]])
+            if ev.kind == "nccltests_row"]
+    assert len(rows) == spec["expect"]["nccltests_rows"]
+    assert max(r.ip_algbw or 0 for r in rows) == 102511.0

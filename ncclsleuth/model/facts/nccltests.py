@@ -30,6 +30,11 @@ def nccltests_result(model: JobModel) -> list[NcclTestsResult]:
         return []
     best = max(rows, key=lambda r: max(r.busbw, r.ip_busbw or 0))
     peak = max(best.busbw, best.ip_busbw or 0)
+    ranks = {ev.test_rank for ev in model.events.get("nccltests_rank", ())}  # type: ignore[attr-defined]
+    if peak == 0 and len(ranks) == 1 and not any(_nonzero(r.wrong) or _nonzero(r.ip_wrong) for r in rows):
+        # one rank: nccl-tests defines busbw as algbw * 2(n-1)/n for all_reduce, (n-1)/n for the
+        # others (doc/PERFORMANCE.md), 0 for n = 1: there is no bus bandwidth to report
+        return []
     sat = next((r for r in sorted(rows, key=lambda r: r.size) if max(r.busbw, r.ip_busbw or 0) >= 0.9 * peak), best)
     wrong = [r for r in rows if _nonzero(r.wrong) or _nonzero(r.ip_wrong)]
     nets = Counter(p.network for p in model.processes.values() if p.network)

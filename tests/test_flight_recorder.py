@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ncclsleuth import api
 from ncclsleuth.ingest import dumps
@@ -295,6 +296,9 @@ def test_the_real_dumps_name_the_culprit(case, form):
     assert all(s.startswith(str(REAL / case / "dumps" / form)) for s in src)
     real = yaml_culprit(case)
     assert ranks == [real], "the fixture's case.yaml says otherwise"
+    if rule == "FR003":  # busy (no collective at the dump) is a timeout; waiting in another, a desync
+        want = yaml.safe_load((REAL / case / "case.yaml").read_text())["category"]
+        assert top.category == want, (top.category, want)
 
 
 def yaml_culprit(case: str) -> int:

@@ -67,6 +67,9 @@ class FrMissing(Record):
     where: str
     source: str
     logs: str
+    #: collective_timeout where the culprit was in no collective when it dumped (busy past the
+    #: others' timeout: a checkpoint, data loading, a hang in Python), else collective_desync
+    category: str
 
 
 class FrHang(Record):
@@ -317,7 +320,9 @@ def _missing(model: JobModel, a: _Analysis, pg: str, seq: int, row: Row, recorde
         "pg": fl.label(mpg), "seq": mseq, "op": op_ex.op, "rank": c0, "ranks": culprits, "culprits": _who(culprits),
         "waiting": _who(waiting), "host": a.hosts.get(c0, "?"), "stands": _stands(fl, c0),
         "chain": "; ".join(text for _, text in links) or "-", "where": _where(v.pending or v.last),
-        "source": _source(fl), "logs": logs, "evidence": ev + log_evs}
+        "source": _source(fl), "logs": logs,
+        "category": "collective_timeout" if v.pending is None and v.last is not None else "collective_desync",
+        "evidence": ev + log_evs}
     a.missing.append(rec)
 
 

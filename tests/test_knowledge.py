@@ -244,7 +244,7 @@ def test_nccl_error_strings_of_every_release_are_known():
     """A bare 'NCCL error: unhandled system error' (NCCL before 2.18) was listed as unexplained
     under a 'No problem found' verdict (corpus miaai-glm-26)."""
     got = {}
-    for text, want in NCCL_ERROR_STRINGS.items():
+    for text in NCCL_ERROR_STRINGS:
         hit = knowledge.explain(f"RuntimeError: NCCL error: {text}", None)
         got[text] = hit[1].id if hit else None
     assert got == NCCL_ERROR_STRINGS

@@ -149,7 +149,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         missing = sorted(set(range(c.nranks)) - seen)
         if not missing or not started:
             continue
-        present = _present_without_nccl(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else []
+        present = _present_without_init(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else []
         if len(seen) < max(2, 0.75 * c.nranks) and not present:
             continue
         completed = sum(1 for st in c.ranks.values() if st.complete is not None)
@@ -157,7 +157,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
             continue
         hosts = _guess_hosts(c, missing)
         if present:
-            hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_NCCL_LINE
+            hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_INIT_LINE
         evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
                                    if st.start is not None] + present
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
@@ -165,10 +165,10 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
     return out
 
 
-NO_NCCL_LINE = "its output is in the logs, with no NCCL line"
+NO_INIT_LINE = "its output is in the logs, without Init START"
 
 
-def _present_without_nccl(model: JobModel, missing: list[int]) -> list[E.Event]:
+def _present_without_init(model: JobModel, missing: list[int]) -> list[E.Event]:
     """The last lines of the missing ranks when each of them has output of its own in the logs
     (a launcher prefix such as ``[default1]:``, a file of its own): evidence of absence in a
     job too small for the three-quarters test. NCCL prints "Init START" as a rank enters

@@ -35,8 +35,6 @@ REPORT_A_PROBLEM = {
     "NET/MLX5: Call to mlx5dv_internal_get_data_direct_sysfs_path failed with error %s errno %d",
     # shmutils.cc: a shared-memory file could not be removed
     "unlink shared memory %s failed, error: %s (%d)",
-    # proxy.cc (2.30 INFO): the proxy service could not accept a local connection
-    "[Service thread] Accept failed %s",
     # ext-profiler inspector: its JSON output failed
     "jsonError: %s\\n",
 }

@@ -339,6 +339,14 @@ class CudaError(Event):
     code: int | None = None
     origin: str = "nccl"  # nccl | torch
 
+    @property
+    def is_problem(self) -> bool:
+        """Not on an NCCL INFO line: NCCL prints a CUDA failure at INFO only through
+        CUDACHECKIGNORE / CUCHECKIGNORE, "report failure but clear error and continue"
+        (src/include/checks.h, src/include/cudawrap.h, 2.3-2.30; '%s:%d Cuda failure ...'),
+        where CUDACHECK and its kin WARN and fail the call."""
+        return self.level != "INFO"
+
 
 @ev("alloc_failure", error=True)
 class AllocFailure(Event):

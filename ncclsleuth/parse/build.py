@@ -43,7 +43,8 @@ ALIASES: dict[str, tuple[str, Fields]] = {
     "shm_error": ("shm_error", {}),
     "shm_error_attach": ("shm_error", {"op": "attaching to"}),
     "shm_error_unlink": ("shm_error", {"op": "unlink"}),
-    "alloc_failure_host": ("alloc_failure", {"what": "malloc"}),
+    # "Failed to malloc %ld bytes" (include/alloc.h ncclCalloc/ncclRealloc): host memory, not the GPU's
+    "alloc_failure_host": ("alloc_failure", {"what": "host malloc"}),
     "nvls": ("nvls", {}),
     "nvls_bind_failed": ("nvls", {"available": False}),
     "ring_peer": ("nccl_other", {}),

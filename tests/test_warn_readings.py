@@ -66,3 +66,22 @@ def test_rules_read_each_warn_as_the_knowledge_base_does() -> None:
             disagree[fmt] = (first.rule_id, first.category, known[1].categories)
     assert {k: v for k, v in disagree.items() if k not in READ_OTHERWISE} == {}
     assert sorted(READ_OTHERWISE - set(disagree)) == []  # each exception still holds
+
+
+#: PyTorch's wrapper of a failed NCCL call, by NCCL error class -> NCCLERR001's category
+ERROR_CLASSES = {
+    "invalid usage (run with NCCL_DEBUG=WARN for details)": "invalid_usage",
+    "remote process exited or there was a network error": "peer_failure",
+    "unhandled cuda error (run with NCCL_DEBUG=INFO for details)": "cuda_error",
+}
+
+
+def test_a_lone_pytorch_nccl_error_is_read_by_its_error_class() -> None:
+    got = {}
+    for text in ERROR_CLASSES:
+        line = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+                f"NCCLUtils.cpp:93, {text}, NCCL version 2.28.9\n")
+        report = api.analyze(api.memory_sources({"a.log": line}), api.Options())
+        first = next(f for f in report.findings if f.severity in ("error", "warning"))
+        got[text] = (first.rule_id, first.category)
+    assert got == {k: ("NCCLERR001", v) for k, v in ERROR_CLASSES.items()}

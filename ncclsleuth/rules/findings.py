@@ -143,7 +143,9 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
         read = [c for c in (said(lead[0]).categories if lead else ()) if c in CATEGORIES]
         if read:
             category = read[0]
-            symptom_of = tuple(dict.fromkeys([*symptom_of, *read])) if rule.role == "symptom" else symptom_of
+            # a symptom that declares no causes follows from any: the reading names it, not its causes
+            symptom_of = tuple(dict.fromkeys([*symptom_of, *read])) if rule.role == "symptom" and symptom_of \
+                else symptom_of
     elif rule.category_from:  # the knowledge base's verdict on the matched line
         cats = primary.get(rule.category_from)
         cats = [c for c in (cats if isinstance(cats, (list, tuple)) else [cats]) if c in CATEGORIES]

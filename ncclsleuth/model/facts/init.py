@@ -174,14 +174,19 @@ def _present_without_init(model: JobModel, missing: list[int]) -> list[E.Event]:
     job too small for the three-quarters test. NCCL prints "Init START" as a rank enters
     ncclCommInitRank (src/init.cc, 2.18.3+), so a rank whose output is here without that line
     never called into this communicator's init: it is still before its first collective
-    (lazy init) or busy elsewhere. Empty when any missing rank has no output, or problem lines of
-    its own (they explain it better, and a rank with a few lines of errors is usually an excerpt)."""
+    (lazy init) or busy elsewhere. Empty when any missing rank has no output, problem lines of
+    its own (they explain it better, and a rank with a few lines of errors is usually an excerpt),
+    or training progress past step 0 (it ran collectives, so its init lines were left out)."""
     mem = members(model)
     out: list[E.Event] = []
     for r in missing:
         m = mem.by_rank.get(r)
         # a rank with problem lines of its own is explained by them (and is more often an excerpt)
         if m is None or m.last is None or m.shared or m.problems:
+            return []
+        # a rank past its first training step has run collectives, so it went through NCCL's init:
+        # its Init START is only missing from what was pasted
+        if m.progress is not None and (m.progress.step or 0) >= 1:
             return []
         out.append(m.last)
     return out

@@ -12,15 +12,12 @@ issue's target; the figures are printed (``pytest -s``).
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from _catalog import coverage_tool
 from conftest import require_shared
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "catalog_coverage.py"
 #: issue 19: ">= 85% lead to a specific finding with a meaning drawn from the source"
 NCCL_SPECIFIC_MIN = 0.85
 #: the PyTorch catalog's error messages: measured 80% (71 of 89) when this test was written;
@@ -29,16 +26,7 @@ NCCL_SPECIFIC_MIN = 0.85
 TORCH_SPECIFIC_MIN = 0.75
 
 
-def _tool():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("catalog_coverage", TOOL)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("catalog_coverage", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cc = _tool()
+cc = coverage_tool()
 
 
 def _check(results: list[dict], name: str, specific_min: float) -> None:  # type: ignore[type-arg]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from ncclsleuth.api import events
 from ncclsleuth.cli import main
 
 GPU = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
@@ -85,8 +86,6 @@ def test_every_nccl_tests_row_is_read() -> None:
     """nccl-tests 2.19.6 prints numbers that do not fit a column with fewer decimals
     ("1493.5", "16265"): every row of the table is an event, none is left as text."""
     spec, _ = _analyze("nccl-tests-1gpu")
-    from ncclsleuth.api import events
-
     rows = [ev for ev in events([str(GPU / "nccl-tests-1gpu" / p) for p in spec["analyze"]])
             if ev.kind == "nccltests_row"]
     assert len(rows) == spec["expect"]["nccltests_rows"]

@@ -8,17 +8,12 @@ SYSCHECKSYNC's "Call to X returned <strerror>, retrying" (a call retried on EINT
 CUDACHECKIGNORE's "Cuda failure" at INFO (a CUDA failure NCCL clears and ignores)."""
 from __future__ import annotations
 
-import csv
-import re
+from _catalog import coverage_tool, package_formats
 
-from ncclsleuth.knowledge.identify import TORCH_FORMATS
 from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.parse.lines import FileParser
 
-NCCL_FORMATS = TORCH_FORMATS.with_name("nccl_formats.tsv")
-_PH = re.compile(r"%(?:%|[-+ #0]*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|z|t|j|L)?([diuxXpfgeEcsm]))")
-_VALUE = {"d": "1", "i": "1", "u": "2", "x": "1a", "X": "1A", "p": "0x55d1c0a3b2c0", "f": "1.50", "g": "1.5",
-          "e": "1e3", "c": "c", "s": "abc", "m": "Success"}
+cc = coverage_tool()
 
 #: INFO formats whose text does report a problem, each with why (read in NVIDIA/nccl)
 REPORT_A_PROBLEM = {
@@ -36,19 +31,13 @@ REPORT_A_PROBLEM = {
 }
 
 
-def _info_formats() -> list[str]:
-    with open(NCCL_FORMATS, newline="") as fh:
-        rd = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
-        return sorted({r["format"] for r in rd if r["level"] == "INFO"})
-
-
 def _line(fmt: str) -> str:
-    text = _PH.sub(lambda m: _VALUE.get(m.group(1), "1") if m.group(1) else "%", fmt)
-    return "h1:100:200 [0] NCCL INFO " + text.replace("\\n", "").strip()
+    """The INFO line NCCL prints from ``fmt`` (values filled as the coverage tool fills them)."""
+    return "h1:100:200 [0] NCCL INFO " + " ".join(cc.fill(fmt).split("\n")).strip()
 
 
 def test_info_formats_are_no_problem_lines() -> None:
-    formats = _info_formats()
+    formats = package_formats("INFO")
     assert len(formats) > 1000
     errors = {}
     for fmt in formats:

@@ -28,6 +28,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -204,15 +205,21 @@ def analyse(cases: Iterable[tuple[dict[str, str], str]], label: Callable[[dict[s
         path = f"m{n}.log"
         report = api.analyze(api.memory_sources({path: text}), opts)
         outcome, rule = classify(report, path)
+        first = next((f for f in report.findings if f.severity in ("error", "warning")), None)
         out.append({"id": label(row), "format": row["format"], "line": text.split("\n", 1)[0],
-                    "outcome": outcome, "rule": rule})
+                    "outcome": outcome, "rule": rule,
+                    # the verdict: the first finding of severity warning or above
+                    "first_rule": first.rule_id if first else None, "first_category": first.category if first else None})
     return out
 
 
+@lru_cache(maxsize=2)
 def nccl_results(limit: int = 0) -> list[dict[str, Any]]:
+    """Every NCCL core WARN analysed alone (cached: tests of coverage and of readings share one run)."""
     return analyse(nccl_cases(limit), lambda r: r["file"])
 
 
+@lru_cache(maxsize=2)
 def torch_results(limit: int = 0) -> list[dict[str, Any]]:
     return analyse(torch_cases(limit), lambda r: r["id"])
 

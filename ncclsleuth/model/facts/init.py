@@ -149,8 +149,9 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         missing = sorted(set(range(c.nranks)) - seen)
         if not missing or not started:
             continue
-        present = _present_without_init(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else []
-        if len(seen) < max(2, 0.75 * c.nranks) and not present:
+        # too few ranks in the logs for absence to say anything, unless the missing ranks' own output is here
+        present = _present_without_init(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else None
+        if present == []:
             continue
         completed = sum(1 for st in c.ranks.values() if st.complete is not None)
         if completed and not failed:
@@ -159,7 +160,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         if present:
             hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_INIT_LINE
         evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
-                                   if st.start is not None] + present
+                                   if st.start is not None] + (present or [])
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
                     "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
     return out

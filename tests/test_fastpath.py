@@ -13,7 +13,7 @@ from ncclsleuth import api
 from ncclsleuth import events as E
 from ncclsleuth.ingest.sources import discover
 from ncclsleuth.model.build import parse_one
-from ncclsleuth.model.job import UNREAD_KINDS
+from ncclsleuth.model.job import KEPT_IF, UNREAD_KINDS
 from ncclsleuth.parse import fastpath
 from ncclsleuth.parse import lines as L
 from ncclsleuth.parse.grammar import ShapeCache
@@ -67,14 +67,40 @@ def test_generated_job_same_with_and_without_plans(tmp_path, monkeypatch, layout
     assert fast == _report([str(job)], monkeypatch, False, 1)
 
 
+#: a ``where`` on ``level`` that only problem lines pass (``Event.is_problem``): such a leaf reads
+#: nothing a dropped kind loses, its problem lines being kept
+_PROBLEM_LEVELS = {"WARN", "E", "F", "ERROR", "CRITICAL", "FATAL"}
+
+
+def _reads_problems_only(where: object) -> bool:
+    if not isinstance(where, dict):
+        return False
+    level = where.get("level")
+    levels = {level} if isinstance(level, str) else set(level.get("in", ())) if isinstance(level, dict) else set()
+    return bool(levels) and levels <= _PROBLEM_LEVELS
+
+
+def _kept_by_text(kind: str, where: object) -> bool:
+    """A leaf that reads ``kind`` only in lines whose text KEPT_IF keeps: its ``where`` tests
+    ``message_text`` with a regex whose every alternative is one of KEPT_IF's."""
+    if kind not in KEPT_IF or not isinstance(where, dict):
+        return False
+    test = where.get("message_text")
+    if not isinstance(test, dict) or not isinstance(test.get("regex"), str):
+        return False
+    kept = set(KEPT_IF[kind].pattern.split("|"))
+    return set(test["regex"].split("|")) <= kept
+
+
 def _kinds_read_by(cond: object, out: set[str]) -> set[str]:
-    """Event kinds named by ``event:`` leaves of a rule's condition tree."""
+    """Event kinds named by ``event:`` leaves of a rule's condition tree, but for those a leaf
+    reads only in lines the model keeps though the kind is unread (its problem lines, and the
+    lines KEPT_IF keeps)."""
     if isinstance(cond, dict):
         kinds = cond.get("event")
-        if isinstance(kinds, str):
-            out.add(kinds)
-        elif isinstance(kinds, list):
-            out.update(kinds)
+        named = [kinds] if isinstance(kinds, str) else list(kinds) if isinstance(kinds, list) else []
+        where = cond.get("where")
+        out.update(k for k in named if not (_reads_problems_only(where) or _kept_by_text(k, where)))
         for v in cond.values():
             _kinds_read_by(v, out)
     elif isinstance(cond, list):
@@ -91,8 +117,16 @@ def test_unread_kinds_are_read_by_no_rule_and_no_reader_of_the_events():
     read: set[str] = set()
     for r in rules:
         _kinds_read_by(r.match, read)
-    assert "comm_init" in read or "nvls" in read  # the walk finds kinds at all
+    assert {"bootstrap_error", "socket_error"} <= read  # the walk finds kinds at all
     assert not read & UNREAD_KINDS
+    # and it does not let a leaf through for being there: NVLS001 and ULIM001 read nvls and
+    # nccl_other, in problem lines and in the lines KEPT_IF keeps
+    leaves: set[str] = set()
+    for r in rules:
+        if r.id in ("NVLS001", "ULIM001", "DESYNC004"):
+            _kinds_read_by({"any": [{"event": "nvls"}, {"event": "nccl_other"}]}, leaves)
+            _kinds_read_by(r.match, read)
+    assert leaves == {"nvls", "nccl_other"} and not read & {"nvls", "nccl_other"}
     # every other reader of JobModel.events names its kind in a literal: none is unread
     import re
 
@@ -129,7 +163,7 @@ def test_unknown_messages_get_the_other_plan_and_the_same_events(tmp_path, monke
     for on in (True, False):
         monkeypatch.setattr(L.fastpath, "ENABLED", on)
         shapes = ShapeCache(store=False)
-        models[on] = parse_one(inp, True, shapes, UNREAD_KINDS)[0]
+        models[on] = parse_one(inp, True, shapes)[0]  # a model that keeps nccl_other (user rules)
         plans = [p for table in shapes.plan_tables.values() for p in table.values()]
         assert any(p[0] == fastpath.OTHER for p in plans) == on
     text = Path(inp.path).read_text()
@@ -141,6 +175,33 @@ def test_unknown_messages_get_the_other_plan_and_the_same_events(tmp_path, monke
     trees = {on: {k: {ch: sorted(map(str, es)) for ch, es in c.trees.items()} for k, c in m.comms.items()}
              for on, m in models.items()}
     assert trees[True] == trees[False] and any(trees[True].values())
+
+
+def test_unread_unknown_messages_are_counted_not_made_but_kept_lines_are(tmp_path, monkeypatch):
+    """With the shipped rules (``UNREAD_KINDS``) the OTHER shapes whose lines no rule reads get the
+    TOUCH plan: no event made, the same counts and last lines as the full parser's dropped events;
+    a line KEPT_IF keeps (``Too many open files``, read by ULIM001) is kept either way."""
+    job = _job(tmp_path, "one-file", ranks=16, comms=1, channels=4, noise=0)
+    (log,) = job.iterdir()
+    kept = "nodeX:7:7 [0] NCCL INFO Could not open more sockets: Too many open files"
+    log.write_text(log.read_text() + kept + "\n" + kept + "\n")
+    (inp,) = discover([str(job)]).files
+    models = {}
+    for on in (True, False):
+        monkeypatch.setattr(L.fastpath, "ENABLED", on)
+        shapes = ShapeCache(store=False)
+        models[on] = parse_one(inp, True, shapes, UNREAD_KINDS)[0]
+        touched = [p for table in shapes.plan_tables.values() for p in table.values()
+                   if p[0] == fastpath.TOUCH and p[2] == "nccl_other"]
+        assert bool(touched) == on
+    fast, slow = models[True], models[False]
+    unknown = sum(1 for ln in log.read_text().splitlines() if " NCCL INFO " in ln and (
+        "threadThresholds " in ln or "cudaDriverVersion " in ln or "Too many open files" in ln))
+    assert fast.kind_counts["nccl_other"] == slow.kind_counts["nccl_other"] >= unknown > 2
+    assert [ev.text for ev in fast.events["nccl_other"]] == [ev.text for ev in slow.events["nccl_other"]] \
+        == [kept, kept]
+    last = {on: {k: (p.last_line, p.last_kind) for k, p in m.processes.items()} for on, m in models.items()}
+    assert last[True] == last[False]
 
 
 def test_digit_anchor_words_cover_every_anchor_that_reads_a_digit():

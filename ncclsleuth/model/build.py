@@ -91,7 +91,7 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
     first piece end where nothing is open."""
     probe = JobModel(drop)
-    rec = Recorder(probe.needs_event, probe.tree_channels)
+    rec = Recorder(probe.needs_event, probe.tree_channels, probe.keeps_line)
     fp = FileParser(inp.display, shapes, keep_text=False, use_catalog=False, sink=rec, drop=drop)
     fp.piece_tail()
     if resume is not None:

@@ -1,6 +1,7 @@
 """JobModel: processes, hosts, communicators, ranks, and the events rules look at."""
 from __future__ import annotations
 
+import re
 from array import array
 from collections import Counter
 from dataclasses import field
@@ -42,8 +43,19 @@ TREE_CHANNELS = 2
 #: These are the per-rank init lines that made memory grow with ranks (~11 KB a rank).
 #: ``bootstrap_timings`` has no handler: each rank's ``Bootstrap timings`` event was kept on its
 #: rank state and read by nothing (a fact that wants it adds one); its lines are only counted.
+#: ``nvls``: NVLS001 reads its WARN lines alone, which are problems (kept); an INFO ``NVLS multicast
+#: support is not available`` per rank and communicator was kept and read by nothing.
+#: ``nccl_other``: the INFO lines the grammar does not know (``threadThresholds``, ``cudaDriverVersion``:
+#: a dozen per rank) are read by no fact; the shipped rules read them only where they say
+#: what :data:`KEPT_IF` lists, and those lines are kept.
 UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", "init_timings", "nccl_version",
-                          "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected"})
+                          "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected", "nvls",
+                          "nccl_other"})
+#: Lines of an unread kind that are kept all the same (no problem, but a shipped rule's ``where``
+#: on ``message_text`` reads them: ULIM001's "Too many open files|EMFILE", DESYNC004's "Message
+#: truncated"); tests/test_fastpath.py checks that every shipped rule's text test on such a kind is
+#: one of these alternatives.  Words only, no digits: the fast path decides it once per shape.
+KEPT_IF: dict[str, re.Pattern[str]] = {"nccl_other": re.compile(r"Too many open files|EMFILE|Message truncated")}
 
 
 @dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
@@ -192,7 +204,7 @@ class JobModel:
             if t is None:
                 t = self.tracks[key] = Track(ev.rank, ev.source)
             t.see(ev, kind, problem)
-        if (kind in HIGH_VOLUME or kind in self.drop) and not problem:
+        if (kind in HIGH_VOLUME or kind in self.drop) and not problem and not self._kept_if(kind, ev.text):
             return
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < KEEP_PER_KIND:
@@ -223,6 +235,16 @@ class JobModel:
     # ------------------------------------------------------------------ the analyze fast path
     # Plain ``host:pid:tid [dev] NCCL INFO`` lines whose shape the parser has decided
     # (ncclsleuth.parse.fastpath): the same effect as ``add`` of their event, without one.
+
+    def _kept_if(self, kind: str, text: str) -> bool:
+        """Whether a no-problem line of an unread kind is kept all the same (:data:`KEPT_IF`)."""
+        rx = KEPT_IF.get(kind) if kind in self.drop else None
+        return rx is not None and rx.search(text) is not None
+
+    def keeps_line(self, kind: str, text: str) -> bool:
+        """Whether a plain INFO line of ``kind`` saying ``text`` does more here than count and
+        touch its process: :meth:`needs_event`, or a line :data:`KEPT_IF` keeps."""
+        return self.needs_event(kind) or self._kept_if(kind, text)
 
     def needs_event(self, kind: str) -> bool:
         """Whether an INFO line of ``kind`` does more here than count and touch its process

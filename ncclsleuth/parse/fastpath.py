@@ -59,6 +59,8 @@ class Sink(Protocol):
 
     def needs_event(self, kind: str) -> bool: ...
 
+    def keeps_line(self, kind: str, text: str) -> bool: ...
+
     def touch(self, line: int, hp: str, kind: str) -> bool: ...
 
     def bind(self, source: str, line: int, hp: str) -> None: ...
@@ -104,20 +106,23 @@ def learn(plans: dict[bytes, tuple[Any, ...]], cache: ShapeCache, sink: Sink, li
     fkey = info_key(line)
     hit = cache.fixed_templates.get(fkey)
     if hit is None:  # no template: a message the grammar does not know, or one seen once so far
-        plan = _other_plan(line, events, fkey)
+        plan = _other_plan(line, events, fkey, sink)
         if plan is not None:
             plans[fkey] = plan
         return
     plans[fkey] = _decide(hit, sink, line, events)
 
 
-def _other_plan(line: str, events: list[E.Event], key: bytes | None = None) -> tuple[Any, ...] | None:
+def _other_plan(line: str, events: list[E.Event], key: bytes | None = None,
+                sink: Sink | None = None) -> tuple[Any, ...] | None:
     """The ``OTHER`` plan of a plain INFO line whose only event is the ``nccl_other`` the
     envelope path made of its whole body, or None.  The same for every line of the shape:
     no grammar rule takes the body (the shape cache remembers a None by shape), no anchor
     starts in it, and none could with other digits (``DIGIT_ANCHOR_WORDS``, the guards);
     checked by making the plan's event of this line and comparing it with the parser's.  ``key``:
-    the line's ``info_key`` where the caller has it."""
+    the line's ``info_key`` where the caller has it.  ``TOUCH`` instead where ``sink`` neither
+    reads nor keeps the event (``Sink.keeps_line``: a test of words, which every line of the
+    shape has in the same places)."""
     if len(events) != 1 or type(events[0]) is not E.NcclOther or "\r" in line or "\x1b" in line \
             or b"\x80" in (key or info_key(line)):  # hex letters may spell an anchor's word: only digits vary
         return None
@@ -133,6 +138,8 @@ def _other_plan(line: str, events: list[E.Event], key: bytes | None = None) -> t
     mine = _other_event(plan, ev.source, ev.line, line)
     if ev.is_problem or mine.to_dict() != ev.to_dict():
         return None
+    if sink is not None and not sink.keeps_line(ev.kind, line) and line[:plan[2]] == f"{ev.host}:{ev.pid}":
+        return (TOUCH, plan[2], ev.kind)
     return plan
 
 

@@ -1020,8 +1020,19 @@ class FileParser:
                    dev=rec.dev, rank=rec.rank, ts=rec.ts, level=rec.level, **fields)
 
 
+#: the index tokens of a ``Trees`` line that lists its channels in order (NCCL prints 0..n-1)
+_IN_ORDER = [f"[{i}]" for i in range(128)]
+
+
 def _channels_below(tokens: list[str], n: int) -> list[str]:
-    """The (``[index]``, spec) token pairs of a ``Trees`` line for channels below ``n``."""
+    """The (``[index]``, spec) token pairs of a ``Trees`` line for channels below ``n``.
+
+    NCCL prints channels 0, 1, ... in order (``graph/connect.cc``, every release), so the
+    pairs below ``n`` are the first ``n``: one list comparison says so; any other order is
+    walked pair by pair."""
+    index = tokens[0::2]
+    if not len(tokens) % 2 and index == _IN_ORDER[:len(index)]:
+        return tokens[:2 * n]
     out: list[str] = []
     for i in range(0, len(tokens) - 1, 2):
         if int(tokens[i].strip("[]")) < n:

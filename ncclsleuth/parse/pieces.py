@@ -45,16 +45,22 @@ class Recorder:
     (one object each), so the records pickle small.
     """
 
-    def __init__(self, needs_event: Callable[[str], bool], tree_channels: int) -> None:
-        """``needs_event``, ``tree_channels``: the job model's (what the parser asks of its sink)."""
+    def __init__(self, needs_event: Callable[[str], bool], tree_channels: int,
+                 keeps_line: Callable[[str, str], bool]) -> None:
+        """``needs_event``, ``tree_channels``, ``keeps_line``: the job model's (what the parser asks
+        of its sink)."""
         self.ops: list[Any] = []
         self._needs = needs_event
+        self._keeps = keeps_line
         self.tree_channels = tree_channels
         self._hp: dict[str, str] = {}
         self._conn: dict[str, tuple[str, str, str, str]] = {}
 
     def needs_event(self, kind: str) -> bool:
         return self._needs(kind)
+
+    def keeps_line(self, kind: str, text: str) -> bool:
+        return self._keeps(kind, text)
 
     def add(self, ev: E.Event) -> None:
         self.ops.append(ev)

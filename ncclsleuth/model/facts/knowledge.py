@@ -63,6 +63,19 @@ def _init_done(model: JobModel) -> dict[tuple[str, str | None, int | None], int]
     return out
 
 
+def _init_started(model: JobModel) -> set[tuple[str, str | None, int | None]]:
+    """(file, host, pid) of the processes that began a communicator's init: the kept ``comm_init``
+    events, and the rank states' Init lines (events are kept up to a number per kind: an
+    8,000-rank job prints 32,000 Init START/COMPLETE lines, past the 20,000 kept)."""
+    out = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
+    for comm in model.comms.values():
+        for rs in comm.ranks.values():
+            ev = rs.start or rs.complete
+            if ev is not None:
+                out.add((ev.source, ev.host, ev.pid))
+    return out
+
+
 def _phase(ev: Event, done: dict[tuple[str, str | None, int | None], int],
            started: set[tuple[str, str | None, int | None]]) -> str | None:
     key = (ev.source, ev.host, ev.pid)
@@ -81,7 +94,7 @@ def known_message(model: JobModel, skip: Container[tuple[str, int]] = frozenset(
     if not events:
         return []
     done = _init_done(model)
-    started = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
+    started = _init_started(model)
     out: list[KnownMessage] = []
     for ev in events:
         phase = _phase(ev, done, started)

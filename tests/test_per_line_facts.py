@@ -40,23 +40,3 @@ def test_explained_lines_get_no_record(monkeypatch):
     explained = {x for f in report.findings if not f.rule_id.startswith("MSG") for x in f.explained}
     assert records < lines / 2 and not kept & explained
 
-
-def test_the_phase_of_a_line_counts_init_lines_past_the_kept_events(tmp_path, monkeypatch):
-    """A process that began init is known by its rank state too, not only by the ``comm_init``
-    events kept (up to ``KEEP_PER_KIND``: an 8,000-rank job prints 32,000 Init lines): its WARN
-    before Init COMPLETE is read as an init-phase line, whichever Init lines were kept."""
-    from ncclsleuth.model import job
-    from ncclsleuth.model.facts import knowledge as K
-
-    log = tmp_path / "job.log"
-    log.write_text(
-        "h1:11:11 [0] NCCL INFO ncclCommInitRank comm 0x1000 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000"
-        " commId 0xabc - Init START\n"
-        "h2:22:22 [0] NCCL INFO ncclCommInitRank comm 0x2000 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000"
-        " commId 0xabc - Init START\n"
-        "h2:22:22 [0] NCCL WARN Cuda failure 'out of memory'\n")
-    monkeypatch.setattr(job, "KEEP_PER_KIND", 1)
-    model = api.build([str(log)], api.Options(jobs=1, cache=False)).model
-    assert [ev.host for ev in model.events["comm_init"]] == ["h1"]  # h2's Init line was not kept
-    records = K.known_message(model)
-    assert records and {(r["host"], r["phase"]) for r in records} == {("h2", "init")}

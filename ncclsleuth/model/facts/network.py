@@ -128,12 +128,23 @@ def _ifname_matches(value: str, names: set[str]) -> bool:
     return any((n == p if exact else n.startswith(p)) for n in names for p in prefixes if p)
 
 
+def _settings(model: JobModel, name: str) -> list[E.Event]:
+    """The lines setting ``name``: the kept ``env_setting`` events, then the processes' own (events
+    are kept up to a number per kind: at 16,384 ranks with two settings each, later ranks' lines
+    are only in their process's evidence)."""
+    out = [ev for ev in model.events.get("env_setting", ()) if getattr(ev, "name", "") == name]
+    kept = {id(ev) for ev in out}
+    more = [ev for p in model.processes.values()
+            if (ev := p.evidence.get("env:" + name)) is not None and id(ev) not in kept]
+    return out + sorted(more, key=model.order_key)
+
+
 @fact(IfnameUnseen)
 def ifname_unseen(model: JobModel) -> list[IfnameUnseen]:
     """NCCL_SOCKET_IFNAME names interfaces none of which the log shows NCCL using, and a
     socket or bootstrap failure follows: the name matches nothing on the node (ncclFindInterfaces
     finds no interface, and the bootstrap runs on an address that is not there)."""
-    settings = [ev for ev in model.events.get("env_setting", ()) if getattr(ev, "name", "") == "NCCL_SOCKET_IFNAME"]
+    settings = _settings(model, "NCCL_SOCKET_IFNAME")
     failures = sorted((ev for k in _SOCKET_FAILURES for ev in model.events.get(k, ()) if ev.is_problem),
                       key=model.order_key)
     if not settings or not failures:

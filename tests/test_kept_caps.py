@@ -1,0 +1,46 @@
+"""Facts that read kept events do not lose what lies past ``KEEP_PER_KIND`` (20,000 events a
+kind): a big job prints more of some lines than that (an 8,000-rank job with two communicators,
+32,000 Init START/COMPLETE lines), and the facts then read the model's per-rank state too."""
+from __future__ import annotations
+
+from ncclsleuth import api
+
+
+def test_the_phase_of_a_line_counts_init_lines_past_the_kept_events(tmp_path, monkeypatch):
+    """A process that began init is known by its rank state too, not only by the ``comm_init``
+    events kept (up to ``KEEP_PER_KIND``: an 8,000-rank job prints 32,000 Init lines): its WARN
+    before Init COMPLETE is read as an init-phase line, whichever Init lines were kept."""
+    from ncclsleuth.model import job
+    from ncclsleuth.model.facts import knowledge as K
+
+    log = tmp_path / "job.log"
+    log.write_text(
+        "h1:11:11 [0] NCCL INFO ncclCommInitRank comm 0x1000 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000"
+        " commId 0xabc - Init START\n"
+        "h2:22:22 [0] NCCL INFO ncclCommInitRank comm 0x2000 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000"
+        " commId 0xabc - Init START\n"
+        "h2:22:22 [0] NCCL WARN Cuda failure 'out of memory'\n")
+    monkeypatch.setattr(job, "KEEP_PER_KIND", 1)
+    model = api.build([str(log)], api.Options(jobs=1, cache=False)).model
+    assert [ev.host for ev in model.events["comm_init"]] == ["h1"]  # h2's Init line was not kept
+    records = K.known_message(model)
+    assert records and {(r["host"], r["phase"]) for r in records} == {("h2", "init")}
+
+
+def test_a_socket_ifname_set_past_the_kept_settings_is_read(tmp_path, monkeypatch):
+    """NCCL_SOCKET_IFNAME as each process printed it: a value only a later process set (its
+    ``env_setting`` event not kept) is still checked against the interfaces NCCL used."""
+    from ncclsleuth.model import job
+    from ncclsleuth.model.facts import network as N
+
+    log = tmp_path / "job.log"
+    log.write_text("h1:11:11 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n"
+                   "h2:22:22 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to bogus0\n"
+                   "h1:11:11 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                   "h2:22:22 [0] NCCL WARN Bootstrap : no socket interface found\n")
+    monkeypatch.setattr(job, "KEEP_PER_KIND", 1)
+    model = api.build([str(log)], api.Options(jobs=1, cache=False)).model
+    assert [ev.value for ev in model.events["env_setting"]] == ["eth0"]  # type: ignore[attr-defined]
+    got = N.ifname_unseen(model)
+    assert [(r["host"], r["setting"], r["failure"]) for r in got] == [("h2", "bogus0", "no_interface")]
+    assert got[0]["evidence"][0].line == 2

@@ -29,6 +29,7 @@ from .model.build import parse_one, worker_cache
 from .model.job import UNREAD_KINDS, JobModel
 from .model.merge import merge
 from .parse.grammar import ShapeCache
+from .util import reread
 from .util.classes import dataclass
 from .util.gcpause import paused
 
@@ -203,6 +204,14 @@ def _unread(options: Options) -> frozenset[str]:
     return UNREAD_KINDS if options.rules is None and not options.rule_dirs and options.default_rules else frozenset()
 
 
+def _register_for_reading_again(files: Sequence[InputFile]) -> None:
+    """The plain local files among the inputs: the model keeps their lines by reference
+    (:mod:`.util.reread`), in this process and the forked workers (Dask's keep their text)."""
+    for f in files:
+        if type(f) is InputFile and f.path != "-" and "://" not in f.path and os.path.isfile(f.path):
+            reread.register(f.display, os.path.abspath(f.path))
+
+
 def _discover(sources: Sequence[Source]) -> Discovery:
     """Paths expanded by :func:`discover` (consecutive paths together), input objects as given."""
     found = Discovery()
@@ -251,6 +260,7 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
         found = _discover(sources)
         notices = list(found.notices)
         drop = _unread(options)
+        _register_for_reading_again(found.files)
         if options.on_inputs is not None:
             options.on_inputs(found.files)
         items = _pieces(found.files, jobs, options.piece_bytes) if jobs > 1 else None

@@ -39,6 +39,12 @@ else:  # Python 3.10: the decorator only informs type checkers
     def dataclass_transform(**_: Any) -> Any:
         return lambda obj: obj
 
+def _read_again(source: str, where: int, lineno: int) -> str:
+    from ..util.reread import line
+
+    return line(source, where, lineno)
+
+
 #: Event kinds that represent a problem line: each must be explained or listed.
 ERROR_KINDS: set[str] = set()
 #: kind name -> event class
@@ -96,7 +102,10 @@ def shared_as(name: str, ann: str) -> str:
 
 
 def _assign(name: str, ann: str) -> str:
-    """The generated ``__init__``'s line for one field: short strings and value tuples shared."""
+    """The generated ``__init__``'s line for one field: short strings and value tuples shared;
+    the line's text into its slot (a string, or where it is kept by reference: ``Event.text``)."""
+    if name == "text":
+        return "\n    self._text = text"
     how = shared_as(name, ann)
     if how == "str":
         short = f"{name}.__class__ is str and len({name}) <= {SHARE_LEN}"
@@ -146,11 +155,11 @@ class _EventMeta(type):
                 raise TypeError(f"{name}.{field}: a field may not shadow the base attribute {field!r}")
             own.append(field)
             types[field] = str(ann)
-            if field in ns:
+            if field in ns and not isinstance(ns[field], property):  # ``text``: its slot is ``_text``
                 defaults[field] = ns.pop(field)
             elif defaults:
                 raise TypeError(f"{name}.{field}: a field without a default follows one with a default")
-        ns["__slots__"] = tuple(own)
+        ns["__slots__"] = tuple("_text" if f == "text" else f for f in own)  # ``text``: see Event.text
         ns["FIELDS"] = tuple(types)
         ns["FIELD_TYPES"] = types
         ns["_DEFAULTS"] = defaults
@@ -182,6 +191,18 @@ class Event(metaclass=_EventMeta):
     #: The knowledge base identifies it as the NCCL message it is; the line stays the evidence.
     inner: str | None = None
 
+    if not TYPE_CHECKING:  # type checkers see the field ``text: str`` above; its slot is ``_text``
+        @property
+        def text(self) -> str:
+            """The line: kept as a string, or by reference (:mod:`ncclsleuth.util.reread`: its
+            place in its file, where the model keeps many of them) and read again when asked for."""
+            t = self._text
+            return t if t.__class__ is str else _read_again(self.source, t, self.line)
+
+        @text.setter
+        def text(self, value: str) -> None:
+            self._text = value
+
     def __repr__(self) -> str:
         """As a dataclass repr."""
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
@@ -189,8 +210,9 @@ class Event(metaclass=_EventMeta):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as the class and its field values: rebuilt by one ``__init__`` call
-        instead of one ``setattr`` per slot (workers ship thousands of events)."""
-        return type(self), tuple([getattr(self, n) for n in self.FIELDS])
+        instead of one ``setattr`` per slot (workers ship thousands of events); a text kept
+        by reference travels as the reference (the receiving process reads it again)."""
+        return type(self), tuple([getattr(self, "_text" if n == "text" else n) for n in self.FIELDS])
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as builtins, ``kind`` first, ``None`` values dropped."""

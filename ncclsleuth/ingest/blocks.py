@@ -54,6 +54,10 @@ class BlockReader:
         #: there are counted, nor an archive or standard input)
         self.pos = 0
         self.rereadable = False
+        #: whether the block last yielded is its bytes as read, decoded (valid UTF-8, no CRLF
+        #: folded, no NUL removed, no line cut): then a line's bytes in the file are its text
+        #: encoded, at the block's offset plus the encoded text before it (:mod:`ncclsleuth.util.reread`)
+        self.plain = False
 
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
@@ -153,7 +157,9 @@ class BlockReader:
                     if cut == 1:
                         self._note(f"line {lineno} is longer than {self.max_line} bytes: cut at "
                                    f"{self.max_line} bytes")
-                    yield lineno, self._decode(data[: self.max_line], counter := [0])
+                    text = self._decode(data[: self.max_line], counter := [0])
+                    self.plain = False
+                    yield lineno, text
                     bad += counter[0]
                     pending, skipping = b"", True
                 else:
@@ -172,13 +178,16 @@ class BlockReader:
                     self._note(f"line {lineno + long[0]} is longer than {self.max_line} bytes: cut at "
                                f"{self.max_line} bytes")
                 text = "\n".join(x[: self.max_line] for x in parts)
+                self.plain = False
             yield lineno, text
             lineno += n
             self.lines = lineno - 1  # kept current: a damaged archive stops mid-file
         if pending and not skipping:
             self.at = pos - len(pending)
             counter = [0]
-            yield lineno, self._decode(pending[: self.max_line], counter)
+            text = self._decode(pending[: self.max_line], counter)
+            self.plain = self.plain and len(pending) <= self.max_line
+            yield lineno, text
             bad += counter[0]
             lineno += 1
         self.lines = lineno - 1
@@ -209,16 +218,20 @@ class BlockReader:
         # CRLF and NUL are looked for in the bytes (a memchr-speed scan) rather than in the
         # decoded text, which is 2 bytes a character as soon as a progress bar's block
         # characters appear: the two text scans cost ~8% of a training-output log
+        self.plain = True
         if b"\r\n" in b:
             b = b.replace(b"\r\n", b"\n")
+            self.plain = False
         try:
             s = b.decode("utf-8")
         except UnicodeDecodeError:
             s = b.decode("utf-8", "replace")
             bad[0] += sum(1 for x in s.split("\n") if "\ufffd" in x)
+            self.plain = False
         if b"\x00" in b:
             self._nul += sum(1 for x in s.split("\n") if "\x00" in x)
             s = s.replace("\x00", "")
+            self.plain = False
         return s
 
 

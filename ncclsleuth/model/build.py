@@ -49,6 +49,8 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
 
         ras = RasReportParser(src)
     for first, block in reader:
+        if reader.plain and reader.rereadable:
+            fp.block_at(reader.at)
         parse(first, block)
         if ras is not None:
             for rev in ras.feed(first, block):
@@ -105,6 +107,8 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
         reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first)
         for first, block in reader:
             ends.append((first, len(block), fp.ranks_seen(), reader.at))
+            if reader.plain and reader.rereadable:
+                fp.block_at(reader.at)
             fp.parse_block(first, block)
         notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
         b, n, c = reader.repairs

@@ -206,7 +206,7 @@ def compiled(plan: Plan) -> Plan:
             expr = f"{name}({', '.join(inner)})"
         return expr if top else f"share({expr})"
 
-    body = ["e = N(C)", "e.source = source", "e.line = line", "e.text = t"]
+    body = ["e = N(C)", "e.source = source", "e.line = line", "e._text = t"]
     body += [f"e.{n} = {const(v)}" for n, v in plan.const.items()]
     for n, a, b, conv in plan.cuts:
         shared = conv is None and b - a <= SHARE_LEN and shared_as(n, types[n]) == "str"

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.decode import clean
+from ..util import reread
 from ..util.classes import dataclass
 from . import fastpath, learned
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
@@ -254,6 +255,18 @@ class FileParser:
         self._on_steps = getattr(sink, "steps", None)
         #: a piece of a file keeps no end blocks (the file's are read again once: ncclsleuth.parallel.split)
         self._piece_tail = False
+        #: evidence by reference (:mod:`ncclsleuth.util.reread`): the byte offset of the next
+        #: block (-1: its lines keep their text); the line being delivered (None: the block's lines
+        #: keep their text), its number and where it starts in the block; the block, and a place in
+        #: it whose byte offset is known (characters before a line are bytes where they are ASCII)
+        self._at = -1
+        self._cur: str | None = None
+        self._cur_n = 0
+        self._cur_start = 0
+        self._rblock = ""
+        self._rascii = True
+        self._rchar = 0
+        self._rbyte = 0
 
     # ------------------------------------------------------------------ public
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
@@ -272,6 +285,27 @@ class FileParser:
         out = self._line(lineno, text)
         self._seen.append((lineno, text))
         return out
+
+    def block_at(self, at: int) -> None:
+        """The next block (:meth:`parse_block`) starts at byte ``at`` of a file registered for
+        reading again, and is its bytes there decoded (``BlockReader.plain``): the events the
+        model gets of its lines keep their place in the file, not their text."""
+        self._at = at if reread.ENABLED and self.sink is not None and reread.path_of(self.source) else -1
+
+    def _detach(self, ev: E.Event) -> None:
+        """``ev``'s text by reference, where it is exactly the line being delivered (the model has it now)."""
+        line = self._cur
+        if ev._text is not line or ev.line != self._cur_n or line is None:  # type: ignore[attr-defined]
+            return
+        start = self._cur_start
+        if self._rascii:
+            where = reread.ref(self._rbyte + start, len(line))
+        else:  # UTF-8 as read (``BlockReader.plain``): the bytes up to the line are its characters encoded
+            self._rbyte += len(self._rblock[self._rchar:start].encode())
+            self._rchar = start
+            where = reread.ref(self._rbyte, len(line.encode()))
+        if where is not None:
+            ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
 
     def parse_block(self, first: int, text: str) -> list[E.Event]:
         """Events of a block of whole lines (``\n``-separated) starting at line ``first``.
@@ -295,6 +329,10 @@ class FileParser:
             self._tests = True
         self._btext = text
         plans = self._plans
+        refer = self._at >= 0
+        if refer:
+            self._rblock, self._rascii, self._rchar, self._rbyte = text, text.isascii(), 0, self._at
+        self._at = -1
         # the next plain NCCL INFO line (``info``: where its line starts), found by str.find: the
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2
@@ -337,6 +375,8 @@ class FileParser:
                 end = find("\n", nxt)
                 end = size if end < 0 else end
                 line = text[info:end]
+                if refer:
+                    self._cur, self._cur_n, self._cur_start = line, n, info
                 said = fastpath.fast_line(plans, self.sink, self.source, n, line,  # type: ignore[arg-type]
                                           self._templated)
                 if said:
@@ -356,11 +396,14 @@ class FileParser:
             end = size if end < 0 else end
             self._bpos = start
             line = text[start:end]
+            if refer:
+                self._cur, self._cur_n, self._cur_start = line, n, start
             planned = self._by_plan(n, line) if self._learned is not None else None
             put(self._line(n, line) if planned is None else planned)
             is_open = self._open()
             n, pos = n + 1, end + 1
         self._btext = None
+        self._cur, self._rblock = None, ""
         self._keep_tail(text)
         steps = self._step_lines(first, text, lined)
         if steps:
@@ -469,6 +512,8 @@ class FileParser:
         add = self.sink.add  # type: ignore[union-attr]  # only set with a sink
         for ev in events:
             add(ev)
+            if self._cur is not None:
+                self._detach(ev)
 
     def _step_lines(self, first: int, text: str, lined: list[int]) -> list[E.Event]:
         """Step-timing lines the prefilter skipped (one literal scan per format), sampled.
@@ -701,6 +746,8 @@ class FileParser:
             stats.records += 1
             stats.nccl_records += 1
             self.sink.add(ev)  # type: ignore[union-attr]
+            if self._cur is not None:
+                self._detach(ev)
             return True
         rule, fill, seen = plan[1], plan[2], plan[3]
         try:
@@ -714,6 +761,8 @@ class FileParser:
             if seen[0] == seen[2]:
                 self._learn_maker(lineno, text, plan, ev)
         self.sink.add(ev)  # type: ignore[union-attr]  # plans exist only with a sink
+        if self._cur is not None:
+            self._detach(ev)
         return True
 
     def _learn_maker(self, lineno: int, text: str, plan: tuple[Any, ...], ev: E.Event) -> None:

@@ -1,0 +1,89 @@
+"""Evidence by reference: a kept event's line read again from its file when it is asked for.
+
+A 10,000-rank job's model keeps a few events per rank (its Init lines, its timings, the
+lines a process's network choice was read from, its watchdog and abort lines), each with
+its whole line: about a quarter of what the model holds, read again only for the few
+lines a report quotes and the ones the rules look into.  So for a line of a plain local
+file read by the block reader whose block is its bytes decoded (valid UTF-8, no CRLF
+folded, no NUL removed, no line cut), the parser replaces the event's text by
+its place in the file (:func:`ref`: byte offset and length, one integer) once the model
+has the event (``FileParser._detach``); :attr:`ncclsleuth.events.base.Event.text` reads
+it back (:func:`line`).
+
+Only files this process registered before parsing (:func:`register`, by ``api`` for the
+inputs it found; forked workers inherit the table) are read back, so an engine whose
+workers run elsewhere (Dask) keeps every text, and a result always says what its line
+says.  A line that can no longer be read as it was (the file was truncated or rewritten
+meanwhile) reads as a sentence that says so, never as another line's text: the byte
+before it and the one after it must still be line ends.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+#: the evidence is kept by reference (tests switch it off to compare: the same reports)
+ENABLED = True
+#: bits of a reference's length: lines longer than 4 MB keep their text
+_LEN_BITS = 22
+_LEN_MASK = (1 << _LEN_BITS) - 1
+#: source (as events name it) -> the local path its lines are read again from
+_PATHS: dict[str, str] = {}
+#: open files kept for reading lines back (a report reads many lines of few files)
+_OPEN: OrderedDict[str, int] = OrderedDict()
+_MAX_OPEN = 16
+
+
+def register(source: str, path: str) -> None:
+    """Lines of ``source`` may be kept by reference: they are read again from ``path``."""
+    if ENABLED:
+        _PATHS[source] = path
+
+
+def path_of(source: str) -> str | None:
+    """The path ``source``'s lines are read again from (None: its events keep their text)."""
+    return _PATHS.get(source)
+
+
+def ref(offset: int, length: int) -> int | None:
+    """The reference of ``length`` bytes at byte ``offset`` (None for a line too long to refer to)."""
+    if length > _LEN_MASK or offset < 0:
+        return None
+    return offset << _LEN_BITS | length
+
+
+def line(source: str, where: int, lineno: int) -> str:
+    """The text of line ``lineno`` of ``source`` at reference ``where``, read again."""
+    offset, length = where >> _LEN_BITS, where & _LEN_MASK
+    path = _PATHS.get(source)
+    data = _read(path, offset - 1 if offset else 0, length + 2) if path is not None else None
+    if data is not None:
+        head, body = (data[:1], data[1:]) if offset else (b"\n", data)
+        text, after = body[:length], body[length:length + 1]
+        if head == b"\n" and after in (b"\n", b"") and len(text) == length:
+            try:
+                return text.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+    return f"[line {lineno} of {source} could not be read again: the file changed after it was read]"
+
+
+def _read(path: str, offset: int, size: int) -> bytes | None:
+    fd = _OPEN.get(path)
+    try:
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
+            _OPEN[path] = fd
+            if len(_OPEN) > _MAX_OPEN:
+                os.close(_OPEN.popitem(last=False)[1])
+        else:
+            _OPEN.move_to_end(path)
+        return os.pread(fd, size, offset)
+    except OSError:
+        return None
+
+
+def forget() -> None:
+    """Close the files kept open (the table of paths stays: kept events may still be read)."""
+    while _OPEN:
+        os.close(_OPEN.popitem()[1])

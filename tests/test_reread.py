@@ -1,0 +1,124 @@
+"""Evidence by reference (ncclsleuth.util.reread): the model keeps a line's place in its file
+instead of its text, and the report is the same byte for byte as with every text kept, on the
+fixtures, the shared corpus and generated jobs (one file and per-rank files, one process and
+two, a file in pieces); a line that can no longer be read as it was says so."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from _jobs import generator
+
+from ncclsleuth import api
+from ncclsleuth import events as E
+from ncclsleuth.renderers import render
+from ncclsleuth.util import reread
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+def _inputs() -> list[Path]:
+    out = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
+    if CORPUS.is_dir():
+        out += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
+    return out
+
+
+def _report(paths: list[str], monkeypatch: pytest.MonkeyPatch, on: bool, jobs: int = 1,
+            piece: int | None = None) -> str:
+    monkeypatch.setattr(reread, "ENABLED", on)
+    monkeypatch.setattr(reread, "_PATHS", {})
+    report = api.analyze(paths, api.Options(jobs=jobs, shared_cache=False, piece_bytes=piece))
+    return render("json", report)
+
+
+def _job(root: Path, layout: str) -> Path:
+    gen = generator()
+    out = root / layout
+    args = gen.build_parser().parse_args(["--ranks", "48", "--per-host", "8", "--comms", "3", "--channels", "8",
+                                          "--inject", "desync", "--layout", layout, "--noise-per-rank", "30",
+                                          "--out", str(out)])
+    gen.generate(args)
+    return out
+
+
+def _kept(model: object) -> list[E.Event]:
+    return [ev for evs in model.events.values() for ev in evs]  # type: ignore[attr-defined]
+
+
+def test_fixtures_and_corpus_same_with_and_without_references(monkeypatch):
+    paths = _inputs()
+    assert len(paths) > 20
+    differ = [p for p in paths
+              if _report([str(p)], monkeypatch, True) != _report([str(p)], monkeypatch, False)]
+    assert differ == []
+
+
+@pytest.mark.parametrize("layout,jobs,piece", [("one-file", 1, None), ("one-file", 2, 4096),
+                                               ("per-rank-files", 1, None), ("per-rank-files", 2, None)])
+def test_generated_job_same_with_and_without_references(tmp_path, monkeypatch, layout, jobs, piece):
+    from ncclsleuth.parallel import local
+
+    monkeypatch.setattr(local, "PARALLEL_MIN_BYTES", 0)  # two processes for a small job too
+    job = _job(tmp_path, layout)
+    by_ref = _report([str(job)], monkeypatch, True, jobs, piece)
+    assert "desync" in by_ref.lower()
+    assert by_ref == _report([str(job)], monkeypatch, False, 1)
+
+
+def test_kept_events_hold_references_that_read_back_their_lines(tmp_path, monkeypatch):
+    """On a generated job nearly every kept event holds a reference (an int), also after a
+    worker process pickled it; each reads back exactly its line (a progress bar's block
+    characters before it in the block included: offsets count bytes, not characters)."""
+    monkeypatch.setattr(reread, "_PATHS", {})
+    job = _job(tmp_path, "one-file")
+    (log,) = job.iterdir()
+    with log.open("a", encoding="utf-8") as f:
+        f.write("Training:  50%|█████     | 5/10\nh9:9:9 [0] NCCL WARN Cuda failure 'out of memory' – größer\n")
+    lines = log.read_bytes().decode("utf-8").split("\n")  # as read: a progress bar's \r ends no line
+    model = api.build([str(job)], api.Options(jobs=1, shared_cache=False)).model
+    kept = _kept(model)
+    by_ref = [ev for ev in kept if type(ev._text) is int]  # type: ignore[attr-defined]
+    assert len(by_ref) > 0.9 * len(kept) > 100
+    assert all(ev.text == lines[ev.line - 1] for ev in kept)
+    (last,) = [ev for ev in by_ref if ev.line == len(lines) - 1]  # after a progress bar, in one block
+    assert last.is_problem and last.text == lines[-2] and last.text.endswith("– größer")
+    again = pickle.loads(pickle.dumps(by_ref[:50]))
+    assert [type(ev._text) for ev in again] == [int] * 50  # type: ignore[attr-defined]
+    assert [ev.text for ev in again] == [ev.text for ev in by_ref[:50]]
+
+
+def test_lines_that_are_not_their_bytes_keep_their_text(tmp_path, monkeypatch):
+    """CRLF line ends, a NUL, bad UTF-8: the block's text is not the file's bytes, so its lines
+    keep their text; an unregistered input (standard input, a Dask worker's) keeps every text."""
+    monkeypatch.setattr(reread, "_PATHS", {})
+    line = b"h1:1:1 [0] NCCL WARN Cuda failure 'out of memory'"
+    for name, data in (("crlf.log", line + b"\r\n"), ("nul.log", line + b"\n\x00x\n"), ("bad.log", line + b"\n\xff\n")):
+        p = tmp_path / name
+        p.write_bytes(data)
+        model = api.build([str(p)], api.Options(jobs=1, shared_cache=False)).model
+        kept = [ev for ev in _kept(model) if ev.kind == "cuda_error"]
+        assert [type(ev._text) for ev in kept] == [str], name  # type: ignore[attr-defined]
+    plain = tmp_path / "plain.log"
+    plain.write_bytes(line + b"\n")
+    monkeypatch.setattr(reread, "ENABLED", False)
+    model = api.build([str(plain)], api.Options(jobs=1, shared_cache=False)).model
+    assert [type(ev._text) for ev in _kept(model) if ev.kind == "cuda_error"] == [str]  # type: ignore[attr-defined]
+
+
+def test_a_line_changed_after_it_was_read_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(reread, "_PATHS", {})
+    p = tmp_path / "job.log"
+    text = "h1:1:1 [0] NCCL WARN Cuda failure 'out of memory'\nh1:1:1 [0] NCCL INFO cudaDriverVersion 12040\n"
+    p.write_text(text)
+    model = api.build([str(p)], api.Options(jobs=1, shared_cache=False)).model
+    (ev,) = [ev for ev in _kept(model) if ev.kind == "cuda_error"]
+    assert type(ev._text) is int and ev.text == text.split("\n")[0]  # type: ignore[attr-defined]
+    reread.forget()
+    p.write_text("x" * 10 + "\n" + text)  # everything moved by 11 bytes
+    assert ev.text == f"[line 1 of {p} could not be read again: the file changed after it was read]"
+    p.unlink()
+    reread.forget()
+    assert "could not be read again" in ev.text

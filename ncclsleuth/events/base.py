@@ -30,6 +30,7 @@ import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..util.cache import CODE
+from ..util.reread import line as _read_again
 
 if TYPE_CHECKING:  # typing's own from Python 3.11; type checkers know it for 3.10 too
     from typing_extensions import dataclass_transform
@@ -38,12 +39,6 @@ elif sys.version_info >= (3, 11):
 else:  # Python 3.10: the decorator only informs type checkers
     def dataclass_transform(**_: Any) -> Any:
         return lambda obj: obj
-
-def _read_again(source: str, where: int, lineno: int) -> str:
-    from ..util.reread import line
-
-    return line(source, where, lineno)
-
 
 #: Event kinds that represent a problem line: each must be explained or listed.
 ERROR_KINDS: set[str] = set()

@@ -301,9 +301,10 @@ class FileParser:
         if self._rascii:
             where = reread.ref(self._rbyte + start, len(line))
         else:  # UTF-8 as read (``BlockReader.plain``): the bytes up to the line are its characters encoded
-            self._rbyte += len(self._rblock[self._rchar:start].encode())
+            before = self._rblock[self._rchar:start]
+            self._rbyte += len(before) if before.isascii() else len(before.encode())
             self._rchar = start
-            where = reread.ref(self._rbyte, len(line.encode()))
+            where = reread.ref(self._rbyte, len(line) if line.isascii() else len(line.encode()))
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
 

@@ -29,15 +29,19 @@ _LEN_BITS = 22
 _LEN_MASK = (1 << _LEN_BITS) - 1
 #: source (as events name it) -> the local path its lines are read again from
 _PATHS: dict[str, str] = {}
-#: open files kept for reading lines back (a report reads many lines of few files)
+#: open files kept for reading lines back, and the lines read last (the facts and the report
+#: read some lines several times: the same rank's lines, the lines they quote)
 _OPEN: OrderedDict[str, int] = OrderedDict()
-_MAX_OPEN = 16
+_MAX_OPEN = 64
+_LINES: OrderedDict[tuple[str, int], str] = OrderedDict()
+_MAX_LINES = 8192
 
 
 def register(source: str, path: str) -> None:
     """Lines of ``source`` may be kept by reference: they are read again from ``path``."""
     if ENABLED:
         _PATHS[source] = path
+        _LINES.clear()  # lines read before came from the file as it was then
 
 
 def path_of(source: str) -> str | None:
@@ -54,6 +58,18 @@ def ref(offset: int, length: int) -> int | None:
 
 def line(source: str, where: int, lineno: int) -> str:
     """The text of line ``lineno`` of ``source`` at reference ``where``, read again."""
+    key = (source, where)
+    got = _LINES.get(key)
+    if got is not None:
+        return got
+    got = _line(source, where, lineno)
+    _LINES[key] = got
+    if len(_LINES) > _MAX_LINES:
+        _LINES.popitem(last=False)
+    return got
+
+
+def _line(source: str, where: int, lineno: int) -> str:
     offset, length = where >> _LEN_BITS, where & _LEN_MASK
     path = _PATHS.get(source)
     data = _read(path, offset - 1 if offset else 0, length + 2) if path is not None else None
@@ -84,6 +100,8 @@ def _read(path: str, offset: int, size: int) -> bytes | None:
 
 
 def forget() -> None:
-    """Close the files kept open (the table of paths stays: kept events may still be read)."""
+    """Close the files kept open and forget the lines read (the table of paths stays: kept
+    events may still be read)."""
+    _LINES.clear()
     while _OPEN:
         os.close(_OPEN.popitem()[1])

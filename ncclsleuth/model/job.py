@@ -204,7 +204,8 @@ class JobModel:
             if t is None:
                 t = self.tracks[key] = Track(ev.rank, ev.source)
             t.see(ev, kind, problem)
-        if (kind in HIGH_VOLUME or kind in self.drop) and not problem and not self._kept_if(kind, ev.text):
+        if (kind in HIGH_VOLUME or kind in self.drop) and not problem and not (
+                kind in KEPT_IF and self._kept_if(kind, ev.text)):  # the text only where KEPT_IF reads it
             return
         bucket = self.events.setdefault(kind, [])
         if len(bucket) < KEEP_PER_KIND:

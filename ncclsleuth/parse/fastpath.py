@@ -215,14 +215,6 @@ def conn_run(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: in
     return end
 
 
-def conn_lines_each(sink: Sink, source: str, first: int, hp: str, rests: list[str], cuts: dict[str, Cut]) -> None:
-    """``Sink.conn_lines`` as :func:`fast_line` does it, line by line (a sink with no shortcut)."""
-    for i, rest in enumerate(rests):
-        if not sink.conn_seen(first + i, hp, rest):
-            (a, b), (c, d), (e, f) = cuts[rest]
-            sink.add_conn_first(source, first + i, hp, rest, rest[a:b], rest[c:d], rest[e:f])
-
-
 def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str,
               make: Callable[[int, str, tuple[Any, ...]], bool]) -> int:
     """Do what the plan of ``line``'s shape says: ``DONE``; else the full parser's turn,

@@ -28,13 +28,13 @@ from typing import Any
 from .. import events as E
 from ..ingest.sources import Notice
 from .blocks import LOOKBACK_CHARS, MAX_LOOKBACKS
-from .fastpath import Cut, conn_lines_each
+from .fastpath import Cut
 from .lines import Carry, Sink, sample_step
 
 #: the words of a reader's notice of its first cut line (a file says its first one only)
 CUT_NOTICE = "bytes: cut at"
 #: record codes (an event is recorded as itself)
-_TOUCH, _CONN, _ADD_CONN, _STEPS = 0, 1, 2, 3
+_TOUCH, _CONN, _ADD_CONN, _STEPS, _RUN = 0, 1, 2, 3, 4
 
 
 class Recorder:
@@ -55,6 +55,7 @@ class Recorder:
         self.tree_channels = tree_channels
         self._hp: dict[str, str] = {}
         self._conn: dict[str, tuple[str, str, str, str]] = {}
+        self._texts: dict[str, str] = {}
 
     def needs_event(self, kind: str) -> bool:
         return self._needs(kind)
@@ -83,7 +84,10 @@ class Recorder:
         return False
 
     def conn_lines(self, source: str, first: int, hp: str, rests: list[str], cuts: dict[str, Cut]) -> None:
-        conn_lines_each(self, source, first, hp, rests, cuts)
+        """A run of connection lines, recorded as one (the model takes it at once, as the
+        whole file's parse does); equal texts as one object each, so they pickle once."""
+        texts = self._texts
+        self.ops.append((_RUN, first, self._hp.setdefault(hp, hp), [texts.setdefault(r, r) for r in rests], cuts))
 
     def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None:
         t = self._conn.get(rest)
@@ -136,6 +140,8 @@ def replay(model: Sink, source: str, ops: list[Any], steps: Callable[[list[E.Eve
             if not touch(line, hp, kind):
                 bind(source, line, hp)
                 touch(line, hp, kind)
+        elif code == _RUN:
+            model.conn_lines(source, *op[1:])
         elif code == _STEPS:
             for ev in steps(op[1]):
                 add(ev)

@@ -20,10 +20,12 @@ before it and the one after it must still be line ends.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 
-#: the evidence is kept by reference (tests switch it off to compare: the same reports)
-ENABLED = True
+#: the evidence is kept by reference (tests switch it off to compare: the same reports); not
+#: where there is no ``os.pread`` (Windows): there every event keeps its text
+ENABLED = hasattr(os, "pread")
 #: bits of a reference's length: lines longer than 4 MB keep their text
 _LEN_BITS = 22
 _LEN_MASK = (1 << _LEN_BITS) - 1
@@ -35,13 +37,16 @@ _OPEN: OrderedDict[str, int] = OrderedDict()
 _MAX_OPEN = 64
 _LINES: OrderedDict[tuple[str, int], str] = OrderedDict()
 _MAX_LINES = 8192
+#: both tables are shared by the threads of a process (a library caller's analyses)
+_LOCK = threading.Lock()
 
 
 def register(source: str, path: str) -> None:
     """Lines of ``source`` may be kept by reference: they are read again from ``path``."""
     if ENABLED:
-        _PATHS[source] = path
-        _LINES.clear()  # lines read before came from the file as it was then
+        with _LOCK:
+            _PATHS[source] = path
+            _LINES.clear()  # lines read before came from the file as it was then
 
 
 def path_of(source: str) -> str | None:
@@ -59,13 +64,12 @@ def ref(offset: int, length: int) -> int | None:
 def line(source: str, where: int, lineno: int) -> str:
     """The text of line ``lineno`` of ``source`` at reference ``where``, read again."""
     key = (source, where)
-    got = _LINES.get(key)
-    if got is not None:
-        return got
-    got = _line(source, where, lineno)
-    _LINES[key] = got
-    if len(_LINES) > _MAX_LINES:
-        _LINES.popitem(last=False)
+    with _LOCK:
+        got = _LINES.get(key)
+        if got is None:
+            got = _LINES[key] = _line(source, where, lineno)
+            if len(_LINES) > _MAX_LINES:
+                _LINES.popitem(last=False)
     return got
 
 
@@ -102,6 +106,7 @@ def _read(path: str, offset: int, size: int) -> bytes | None:
 def forget() -> None:
     """Close the files kept open and forget the lines read (the table of paths stays: kept
     events may still be read)."""
-    _LINES.clear()
-    while _OPEN:
-        os.close(_OPEN.popitem()[1])
+    with _LOCK:
+        _LINES.clear()
+        while _OPEN:
+            os.close(_OPEN.popitem()[1])

@@ -1,4 +1,5 @@
-"""Shared helpers for the remote/distributed tests: a generated job, an S3 store on loopback."""
+"""Shared helpers of the tests: generated jobs, the log inputs of the fixtures and the shared corpus,
+an S3 store on loopback."""
 from __future__ import annotations
 
 import gzip
@@ -20,6 +21,28 @@ def generator():  # type: ignore[no-untyped-def]
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+def log_inputs() -> list[Path]:
+    """Every log of the fixtures, and of the shared corpus where it is beside the checkout."""
+    out = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
+    if CORPUS.is_dir():
+        out += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
+    return out
+
+
+def layout_job(root: Path, layout: str, ranks: int = 48, comms: int = 3, channels: int = 8, noise: int = 30) -> Path:
+    """A generated desync job under ``root/layout``: one file with every rank, or per-rank files."""
+    gen = generator()
+    out = root / layout
+    args = gen.build_parser().parse_args(["--ranks", str(ranks), "--per-host", "8", "--comms", str(comms),
+                                          "--channels", str(channels), "--inject", "desync", "--layout", layout,
+                                          "--noise-per-rank", str(noise), "--out", str(out)])
+    gen.generate(args)
+    return out
 
 
 def make_job(root: Path, ranks: int = 96, inject: str = "desync", seed: int = 7, gzip_every: int = 3,

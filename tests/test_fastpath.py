@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _jobs import generator
+from _jobs import layout_job as _job
+from _jobs import log_inputs as _inputs
 
 from ncclsleuth import api
 from ncclsleuth import events as E
@@ -20,14 +21,6 @@ from ncclsleuth.parse.grammar import ShapeCache
 from ncclsleuth.renderers import render
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
-
-
-def _inputs() -> list[Path]:
-    out = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
-    if CORPUS.is_dir():
-        out += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
-    return out
 
 
 def _report(paths: list[str], monkeypatch: pytest.MonkeyPatch, enabled: bool, jobs: int = 1) -> str:
@@ -36,16 +29,6 @@ def _report(paths: list[str], monkeypatch: pytest.MonkeyPatch, enabled: bool, jo
     monkeypatch.setattr(api, "UNREAD_KINDS", UNREAD_KINDS if enabled else frozenset())
     report = api.analyze(paths, api.Options(jobs=jobs, cache=True, shared_cache=False))  # plans need the shape cache on
     return render("json", report)
-
-
-def _job(root: Path, layout: str, ranks: int = 48, comms: int = 3, channels: int = 8, noise: int = 30) -> Path:
-    gen = generator()
-    out = root / layout
-    args = gen.build_parser().parse_args(["--ranks", str(ranks), "--per-host", "8", "--comms", str(comms),
-                                          "--channels", str(channels), "--inject", "desync", "--layout", layout,
-                                          "--noise-per-rank", str(noise), "--out", str(out)])
-    gen.generate(args)
-    return out
 
 
 def test_fixtures_and_corpus_same_with_and_without_plans(monkeypatch):

@@ -5,25 +5,15 @@ two, a file in pieces); a line that can no longer be read as it was says so."""
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import pytest
-from _jobs import generator
+from _jobs import layout_job as _job
+from _jobs import log_inputs as _inputs
 
 from ncclsleuth import api
 from ncclsleuth import events as E
 from ncclsleuth.renderers import render
 from ncclsleuth.util import reread
-
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
-
-
-def _inputs() -> list[Path]:
-    out = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
-    if CORPUS.is_dir():
-        out += sorted(CORPUS.glob("cases/*/log.txt")) + sorted(CORPUS.glob("healthy/*/log.txt"))
-    return out
 
 
 def _report(paths: list[str], monkeypatch: pytest.MonkeyPatch, on: bool, jobs: int = 1,
@@ -32,16 +22,6 @@ def _report(paths: list[str], monkeypatch: pytest.MonkeyPatch, on: bool, jobs: i
     monkeypatch.setattr(reread, "_PATHS", {})
     report = api.analyze(paths, api.Options(jobs=jobs, shared_cache=False, piece_bytes=piece))
     return render("json", report)
-
-
-def _job(root: Path, layout: str) -> Path:
-    gen = generator()
-    out = root / layout
-    args = gen.build_parser().parse_args(["--ranks", "48", "--per-host", "8", "--comms", "3", "--channels", "8",
-                                          "--inject", "desync", "--layout", layout, "--noise-per-rank", "30",
-                                          "--out", str(out)])
-    gen.generate(args)
-    return out
 
 
 def _kept(model: object) -> list[E.Event]:

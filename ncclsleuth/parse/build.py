@@ -169,6 +169,9 @@ def tree_edges(tokens: list[str]) -> tuple[E.TreeEdge, ...]:
 
 
 _TREE_SPECS: dict[str, tuple[tuple[int, ...], int, int]] = {}
+#: specs kept at most: a spec names its rank, so it comes back on that rank's other channels and
+#: no other rank's; the table starts again when full (it grew with the ranks: 0.8 MiB at 4,096)
+MAX_TREE_SPECS = 4096
 
 
 def _tree_spec(spec: str) -> tuple[tuple[int, ...], int, int]:
@@ -180,8 +183,9 @@ def _tree_spec(spec: str) -> tuple[tuple[int, ...], int, int]:
     else:  # 2.5+: d0/d1/d2->me->up
         downs, up = a, b
     parsed = (tuple(int(x) for x in downs.split("/")), int(me), int(up))
-    if len(_TREE_SPECS) < 100_000:
-        _TREE_SPECS[spec] = parsed
+    if len(_TREE_SPECS) >= MAX_TREE_SPECS:
+        _TREE_SPECS.clear()
+    _TREE_SPECS[spec] = parsed
     return parsed
 
 

@@ -299,12 +299,12 @@ class FileParser:
             return
         start = self._cur_start
         if self._rascii:
-            where = reread.ref(self._rbyte + start, len(line))
+            where = reread.ref(self._rbyte + start, len(line), line)
         else:  # UTF-8 as read (``BlockReader.plain``): the bytes up to the line are its characters encoded
             before = self._rblock[self._rchar:start]
             self._rbyte += len(before) if before.isascii() else len(before.encode())
             self._rchar = start
-            where = reread.ref(self._rbyte, len(line) if line.isascii() else len(line.encode()))
+            where = reread.ref(self._rbyte, len(line) if line.isascii() else len(line.encode()), line)
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
 

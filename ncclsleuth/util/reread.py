@@ -6,7 +6,8 @@ its whole line: about a quarter of what the model holds, read again only for the
 lines a report quotes and the ones the rules look into.  So for a line of a plain local
 file read by the block reader whose block is its bytes decoded (valid UTF-8, no CRLF
 folded, no NUL removed, no line cut), the parser replaces the event's text by
-its place in the file (:func:`ref`: byte offset and length, one integer) once the model
+its place in the file (:func:`ref`: byte offset, length and a check of its text, one integer)
+once the model
 has the event (``FileParser._detach``); :attr:`ncclsleuth.events.base.Event.text` reads
 it back (:func:`line`).
 
@@ -14,8 +15,8 @@ Only files this process registered before parsing (:func:`register`, by ``api`` 
 inputs it found; forked workers inherit the table) are read back, so an engine whose
 workers run elsewhere (Dask) keeps every text, and a result always says what its line
 says.  A line that can no longer be read as it was (the file was truncated or rewritten
-meanwhile) reads as a sentence that says so, never as another line's text: the byte
-before it and the one after it must still be line ends.
+meanwhile) reads as a sentence that says so, not as another line's text: the byte
+before it and the one after it must still be line ends, and its hash the one it had.
 """
 from __future__ import annotations
 
@@ -26,9 +27,14 @@ from collections import OrderedDict
 #: the evidence is kept by reference (tests switch it off to compare: the same reports); not
 #: where there is no ``os.pread`` (Windows): there every event keeps its text
 ENABLED = hasattr(os, "pread")
-#: bits of a reference's length: lines longer than 4 MB keep their text
+#: bits of a reference's length (lines longer than 4 MB keep their text), and of the check of
+#: its text (its hash, this process's and its forked workers': a line rewritten with other
+#: characters in the same place is not taken for the one that was read)
 _LEN_BITS = 22
 _LEN_MASK = (1 << _LEN_BITS) - 1
+_CHECK_BITS = 16
+_CHECK_MASK = (1 << _CHECK_BITS) - 1
+_LOW = _LEN_BITS + _CHECK_BITS
 #: source (as events name it) -> the local path its lines are read again from
 _PATHS: dict[str, str] = {}
 #: open files kept for reading lines back, and the lines read last (the facts and the report
@@ -54,11 +60,12 @@ def path_of(source: str) -> str | None:
     return _PATHS.get(source)
 
 
-def ref(offset: int, length: int) -> int | None:
-    """The reference of ``length`` bytes at byte ``offset`` (None for a line too long to refer to)."""
+def ref(offset: int, length: int, text: str) -> int | None:
+    """The reference of ``text``, ``length`` bytes at byte ``offset`` (None for a line too long to
+    refer to)."""
     if length > _LEN_MASK or offset < 0:
         return None
-    return offset << _LEN_BITS | length
+    return (offset << _CHECK_BITS | hash(text) & _CHECK_MASK) << _LEN_BITS | length
 
 
 def line(source: str, where: int, lineno: int) -> str:
@@ -74,17 +81,19 @@ def line(source: str, where: int, lineno: int) -> str:
 
 
 def _line(source: str, where: int, lineno: int) -> str:
-    offset, length = where >> _LEN_BITS, where & _LEN_MASK
+    offset, check, length = where >> _LOW, where >> _LEN_BITS & _CHECK_MASK, where & _LEN_MASK
     path = _PATHS.get(source)
     data = _read(path, offset - 1 if offset else 0, length + 2) if path is not None else None
     if data is not None:
         head, body = (data[:1], data[1:]) if offset else (b"\n", data)
-        text, after = body[:length], body[length:length + 1]
-        if head == b"\n" and after in (b"\n", b"") and len(text) == length:
+        raw, after = body[:length], body[length:length + 1]
+        if head == b"\n" and after in (b"\n", b"") and len(raw) == length:
             try:
-                return text.decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                pass
+                text = None
+            if text is not None and hash(text) & _CHECK_MASK == check:
+                return text
     return f"[line {lineno} of {source} could not be read again: the file changed after it was read]"
 
 

@@ -1077,9 +1077,10 @@ _IN_ORDER = [f"[{i}]" for i in range(128)]
 def _channels_below(tokens: list[str], n: int) -> list[str]:
     """The (``[index]``, spec) token pairs of a ``Trees`` line for channels below ``n``.
 
-    NCCL prints channels 0, 1, ... in order (``graph/connect.cc``, every release), so the
-    pairs below ``n`` are the first ``n``: one list comparison says so; any other order is
-    walked pair by pair."""
+    NCCL prints channels 0, 1, ... in order (``src/init.cc``: ``for (int c=0; c<comm->nChannels;
+    c++)`` into a 1,024-character line, 2.4-2.30), so the pairs below ``n`` are the first ``n``:
+    one list comparison says so; any other order, or a line cut inside a pair, is walked pair by
+    pair."""
     index = tokens[0::2]
     if not len(tokens) % 2 and index == _IN_ORDER[:len(index)]:
         return tokens[:2 * n]

@@ -59,6 +59,12 @@ class BlockReader:
         #: encoded, at the block's offset plus the encoded text before it (:mod:`ncclsleuth.util.reread`)
         self.plain = False
 
+    @property
+    def byte_at(self) -> int:
+        """The byte offset of the block last yielded where its lines can be read again from the
+        file as they are (``rereadable`` and ``plain``), else -1 (:mod:`ncclsleuth.util.reread`)."""
+        return self.at if self.plain and self.rereadable else -1
+
     def _note(self, msg: str, severity: str = "warning") -> None:
         self.notices.append(Notice(self.inp.display, msg, severity))
 

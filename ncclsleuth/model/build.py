@@ -49,9 +49,7 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
 
         ras = RasReportParser(src)
     for first, block in reader:
-        if reader.plain and reader.rereadable:
-            fp.block_at(reader.at)
-        parse(first, block)
+        parse(first, block, reader.byte_at)
         if ras is not None:
             for rev in ras.feed(first, block):
                 model.add(rev)
@@ -93,7 +91,7 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
     first piece end where nothing is open."""
     probe = JobModel(drop)
-    rec = Recorder(probe.needs_event, probe.tree_channels, probe.keeps_line)
+    rec = Recorder(probe)
     fp = FileParser(inp.display, shapes, keep_text=False, use_catalog=False, sink=rec, drop=drop)
     fp.piece_tail()
     if resume is not None:
@@ -107,9 +105,7 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
         reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first)
         for first, block in reader:
             ends.append((first, len(block), fp.ranks_seen(), reader.at))
-            if reader.plain and reader.rereadable:
-                fp.block_at(reader.at)
-            fp.parse_block(first, block)
+            fp.parse_block(first, block, reader.byte_at)
         notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
         b, n, c = reader.repairs
         bad, nul, cut, lines = bad + b, nul + n, cut + c, reader.lines

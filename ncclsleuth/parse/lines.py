@@ -255,11 +255,10 @@ class FileParser:
         self._on_steps = getattr(sink, "steps", None)
         #: a piece of a file keeps no end blocks (the file's are read again once: ncclsleuth.parallel.split)
         self._piece_tail = False
-        #: evidence by reference (:mod:`ncclsleuth.util.reread`): the byte offset of the next
-        #: block (-1: its lines keep their text); the line being delivered (None: the block's lines
-        #: keep their text), its number and where it starts in the block; the block, and a place in
-        #: it whose byte offset is known (characters before a line are bytes where they are ASCII)
-        self._at = -1
+        #: evidence by reference (:mod:`ncclsleuth.util.reread`): the line being delivered (None:
+        #: the block's lines keep their text), its number and where it starts in the block; the
+        #: block, and a place in it whose byte offset is known (characters before a line are bytes
+        #: where they are ASCII)
         self._cur: str | None = None
         self._cur_n = 0
         self._cur_start = 0
@@ -286,12 +285,6 @@ class FileParser:
         self._seen.append((lineno, text))
         return out
 
-    def block_at(self, at: int) -> None:
-        """The next block (:meth:`parse_block`) starts at byte ``at`` of a file registered for
-        reading again, and is its bytes there decoded (``BlockReader.plain``): the events the
-        model gets of its lines keep their place in the file, not their text."""
-        self._at = at if reread.ENABLED and self.sink is not None and reread.path_of(self.source) else -1
-
     def _detach(self, ev: E.Event) -> None:
         """``ev``'s text by reference, where it is exactly the line being delivered (the model has it now)."""
         line = self._cur
@@ -308,8 +301,12 @@ class FileParser:
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
 
-    def parse_block(self, first: int, text: str) -> list[E.Event]:
+    def parse_block(self, first: int, text: str, at: int = -1) -> list[E.Event]:
         """Events of a block of whole lines (``\n``-separated) starting at line ``first``.
+
+        ``at``: where the block starts in its file, when it is the file's bytes there decoded
+        (``BlockReader.byte_at``): in a file registered for reading again, the events the model
+        gets of its lines keep their place in the file, not their text (:meth:`_detach`).
 
         In analyze mode the prefilter runs over the whole block, so lines that cannot
         mean anything are skipped by the regex engine without a Python-level loop.
@@ -330,10 +327,9 @@ class FileParser:
             self._tests = True
         self._btext = text
         plans = self._plans
-        refer = self._at >= 0
+        refer = at >= 0 and self.sink is not None and reread.ENABLED and reread.path_of(self.source) is not None
         if refer:
-            self._rblock, self._rascii, self._rchar, self._rbyte = text, text.isascii(), 0, self._at
-        self._at = -1
+            self._rblock, self._rascii, self._rchar, self._rbyte = text, text.isascii(), 0, at
         # the next plain NCCL INFO line (``info``: where its line starts), found by str.find: the
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2

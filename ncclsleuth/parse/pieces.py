@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .. import events as E
 from ..ingest.sources import Notice
@@ -37,6 +37,16 @@ CUT_NOTICE = "bytes: cut at"
 _TOUCH, _CONN, _ADD_CONN, _STEPS, _RUN = 0, 1, 2, 3, 4
 
 
+class Asked(Protocol):
+    """What a parser asks its sink before it hands a line over (``JobModel`` answers)."""
+
+    tree_channels: int
+
+    def needs_event(self, kind: str) -> bool: ...
+
+    def keeps_line(self, kind: str, text: str) -> bool: ...
+
+
 class Recorder:
     """A parser's sink that records what :class:`ncclsleuth.model.job.JobModel` would be asked to do.
 
@@ -45,23 +55,16 @@ class Recorder:
     (one object each), so the records pickle small.
     """
 
-    def __init__(self, needs_event: Callable[[str], bool], tree_channels: int,
-                 keeps_line: Callable[[str, str], bool]) -> None:
-        """``needs_event``, ``tree_channels``, ``keeps_line``: the job model's (what the parser asks
-        of its sink)."""
+    def __init__(self, model: Asked) -> None:
+        """``model``: the job model the records are for, which answers what the parser asks of
+        its sink before handing a line over (``needs_event``, ``keeps_line``, ``tree_channels``)."""
         self.ops: list[Any] = []
-        self._needs = needs_event
-        self._keeps = keeps_line
-        self.tree_channels = tree_channels
+        self.needs_event = model.needs_event
+        self.keeps_line = model.keeps_line
+        self.tree_channels = model.tree_channels
         self._hp: dict[str, str] = {}
         self._conn: dict[str, tuple[str, str, str, str]] = {}
         self._texts: dict[str, str] = {}
-
-    def needs_event(self, kind: str) -> bool:
-        return self._needs(kind)
-
-    def keeps_line(self, kind: str, text: str) -> bool:
-        return self._keeps(kind, text)
 
     def add(self, ev: E.Event) -> None:
         self.ops.append(ev)

@@ -301,3 +301,35 @@ def test_a_run_of_connection_lines_leaves_the_model_as_its_lines_do(tmp_path, mo
     on, off = _model_state(text, monkeypatch, True), _model_state(text, monkeypatch, False)
     assert on == off
     assert sum(1 for p in on[0] if p[3] == "channel_conn") >= 8  # processes whose last line is a run's
+
+
+def _trees_model(lines: list[str], monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[dict, list]:
+    from ncclsleuth.model.job import JobModel
+
+    monkeypatch.setattr(L.fastpath, "ENABLED", on)
+    shapes = ShapeCache(store=False)
+    model = JobModel(UNREAD_KINDS)
+    fp = L.FileParser("t.log", shapes, keep_text=False, use_catalog=False, sink=model, drop=UNREAD_KINDS)
+    fp.parse_block(1, "\n".join(lines))
+    plans = [p[0] for table in shapes.plan_tables.values() for p in table.values()]
+    trees = {k: [(e.channel, e.down, e.me, e.up) for e in edges] for c in model.comms.values() for k, edges in c.trees.items()}
+    return trees, plans
+
+
+def test_trees_lines_make_the_edges_their_template_makes(monkeypatch):
+    """A ``Trees`` shape gets the TREES plan (its kept channels cut by position): the model's tree
+    edges are the full parser's; a line whose channels are not in order, and one cut inside a
+    pair, go the template's way and give what it gives (a cut pair: no ``Trees`` event at all)."""
+    def tree(rank: int, order: str = "[0] {a}/-1/-1->{r}->{u} [1] {b}/-1/-1->{r}->{u} [2] -1/-1/-1->{r}->{u}") -> str:
+        body = order.format(a=rank + 1, b=rank + 2, r=rank, u=rank - 1)
+        return f"node{rank}:{100 + rank}:{200 + rank} [0] NCCL INFO Trees {body}"
+
+    lines = [tree(r) for r in range(10, 40)]
+    lines.append(tree(50, "[1] {a}/-1/-1->{r}->{u} [0] {b}/-1/-1->{r}->{u} [2] -1/-1/-1->{r}->{u}"))
+    lines.append(tree(51, "[0] {a}/-1/-1->{r}->{u} [1] {b}/-1/-1->{r}->{u} [2] -1/-1/-1->{r}->{u} [3] 9/-1"))
+    fast, plans = _trees_model(lines, monkeypatch, True)
+    assert fastpath.TREES in plans
+    slow, _ = _trees_model(lines, monkeypatch, False)
+    assert fast == slow
+    assert sorted(fast) == [0, 1] and len(fast[0]) == len(lines) - 1  # channels past the kept two: not made
+    assert (1, (51, -1, -1), 50, 49) in fast[1] and (0, (52, -1, -1), 50, 49) in fast[0]  # by their printed index

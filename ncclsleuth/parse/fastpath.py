@@ -24,6 +24,11 @@ lines (:meth:`~ncclsleuth.model.job.JobModel.needs_event`):
   checked on changed digits and on the shape's first line): the event made from the slices,
   without the template's field dict, the builder's fixes and conversions (the parse of 1,000
   ranks in one file: 11% fewer instructions); a shape where no such maker fits stays ``EVENT``;
+* ``TREES``: a ``Trees [0] a/b/c->me->up [1] ...`` line (one a rank per communicator, ~1,000
+  characters): its event cut from the line by position, and only the channels the model keeps
+  (``Sink.tree_channels``) split (:func:`trees_event`); the template split every pair of the line
+  first, 32 against 6 us a line.  Any other order of channels, or a pair that does not split, goes
+  the ``EVENT`` way;
 * ``SLOW``: everything else (a line the templates do not cover, a
   message whose meaning spans lines): the full parser, every time.
 
@@ -50,6 +55,7 @@ from .. import events as E
 from ..util.rxstore import rx
 from . import learned
 from .anchors import DIGIT_ANCHOR_WORDS, GUARDED_ANCHORS, anchor_starts
+from .build import tree_edges
 from .grammar import DIGITS_MASK, SIMPLE_NCCL_LINE, STATEFUL_RULES, ShapeCache, info_key
 
 
@@ -73,9 +79,12 @@ class Sink(Protocol):
 
     def conn_lines(self, source: str, first: int, hp: str, rests: list[str], cuts: dict[str, Cut]) -> None: ...
 
+    @property
+    def tree_channels(self) -> int: ...
+
 #: where a connection line's source, destination and transport sit in its text from the source on
 Cut = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
-CONN, TOUCH, SLOW, OTHER, EVENT, MADE = 1, 2, 3, 5, 6, 7
+CONN, TOUCH, SLOW, OTHER, EVENT, MADE, TREES = 1, 2, 3, 5, 6, 7, 8
 #: what :func:`fast_line` says besides ``SLOW``: the line is done, or its shape has no plan yet
 DONE, NONE = 0, 4
 _SLOW = (SLOW,)
@@ -167,6 +176,8 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
     # code would have had the line split first (``FileParser._line``)
     event = (EVENT, rule, hit[1], [0, line, learned.maker_at(line)] if learned.plannable(line) else None) \
         if "\r" not in line and "\x1b" not in line else _SLOW
+    if rule == "trees" and event is not _SLOW:
+        return _trees_plan(line, events, sink, event)
     if len(events) != 1:
         return event
     ev = events[0]
@@ -175,6 +186,41 @@ def _decide(hit: tuple[str, Any, dict[str, Any]], sink: Sink, line: str, events:
             or ev.is_problem or ev.pid is None or line[:hp_end] != f"{ev.host}:{ev.pid}"):
         return event
     return (TOUCH, hp_end, ev.kind)
+
+
+def _trees_plan(line: str, events: list[E.Event], sink: Sink, event: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The ``TREES`` plan of a ``Trees`` line's shape (its ``EVENT`` plan where the line is not
+    plain, or :func:`trees_event` does not make the parser's event of it)."""
+    m = SIMPLE_NCCL_LINE.fullmatch(line)
+    if m is None or len(events) != 1 or type(events[0]) is not E.Trees or not m.group(5).startswith("Trees "):
+        return event
+    plan = (TREES, m.end(1), m.end(2), m.end(3), m.start(4), m.end(4), m.start(5) + 6, event)
+    ev = events[0]
+    mine = trees_event(plan, ev.source, ev.line, line, sink.tree_channels)
+    return plan if mine is not None and mine.to_dict() == ev.to_dict() else event
+
+
+#: ``[0] [1] ...``: the channel tokens of a ``Trees`` line printed in order
+IN_ORDER = [f"[{i}]" for i in range(128)]
+
+
+def trees_event(plan: tuple[Any, ...], source: str, n: int, line: str, keep: int) -> E.Trees | None:
+    """The event of a line of a ``TREES`` shape with the edges of its first ``keep`` channels, or
+    None where its channels are not ``[0] spec [1] spec ...`` in order (the ``EVENT`` way then).
+
+    NCCL prints the channels in order (``src/init.cc``, 2.4-2.30: ``for (int c=0;
+    c<comm->nChannels; c++)``), so the kept ones are the text up to ``[keep]``."""
+    _, h, p, t, d0, d1, b, _event = plan
+    cut = line.find(f" [{keep}] ", b)
+    tokens = (line[b:] if cut < 0 else line[b:cut]).split()
+    if len(tokens) % 2 or tokens[0::2] != IN_ORDER[:len(tokens) // 2] or (cut >= 0 and len(tokens) != 2 * keep):
+        return None
+    try:
+        edges = tree_edges(tokens)
+    except ValueError:
+        return None
+    return E.Trees(source=source, line=n, text=line, host=line[:h], pid=int(line[h + 1:p]),
+                   tid=int(line[p + 1:t]), dev=int(line[d0:d1]), level="INFO", edges=edges)
 
 
 #: a run of two or more connection lines of one process and thread: the same ``host:pid:tid [dev]``

@@ -734,11 +734,15 @@ class FileParser:
         (or its learned maker), handed to the sink, as ``_record_line_events`` does first; False
         where that makes no event (the caller then parses the line the full way, which tries the
         template again and goes on)."""
-        if plan[0] == fastpath.MADE:
+        what = plan[0]
+        if what == fastpath.MADE or what == fastpath.TREES:
             try:
-                ev = plan[1](self.source, lineno, text)
+                ev = plan[1](self.source, lineno, text) if what == fastpath.MADE else \
+                    fastpath.trees_event(plan, self.source, lineno, text, self.sink.tree_channels)  # type: ignore[union-attr]
             except ValueError:  # a cut that does not convert: the template's way
-                return self._templated(lineno, text, plan[3])
+                ev = None
+            if ev is None:
+                return self._templated(lineno, text, plan[3] if what == fastpath.MADE else plan[7])
             stats = self.stats
             stats.records += 1
             stats.nccl_records += 1
@@ -1067,9 +1071,6 @@ class FileParser:
 
 
 #: the index tokens of a ``Trees`` line that lists its channels in order (NCCL prints 0..n-1)
-_IN_ORDER = [f"[{i}]" for i in range(128)]
-
-
 def _channels_below(tokens: list[str], n: int) -> list[str]:
     """The (``[index]``, spec) token pairs of a ``Trees`` line for channels below ``n``.
 
@@ -1078,7 +1079,7 @@ def _channels_below(tokens: list[str], n: int) -> list[str]:
     one list comparison says so; any other order, or a line cut inside a pair, is walked pair by
     pair."""
     index = tokens[0::2]
-    if not len(tokens) % 2 and index == _IN_ORDER[:len(index)]:
+    if not len(tokens) % 2 and index == fastpath.IN_ORDER[:len(index)]:
         return tokens[:2 * n]
     out: list[str] = []
     for i in range(0, len(tokens) - 1, 2):

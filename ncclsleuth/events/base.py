@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..util.cache import CODE
@@ -156,6 +157,9 @@ class _EventMeta(type):
                 raise TypeError(f"{name}.{field}: a field without a default follows one with a default")
         ns["__slots__"] = tuple("_text" if f == "text" else f for f in own)  # ``text``: see Event.text
         ns["FIELDS"] = tuple(types)
+        #: every field's value in order, the text's slot for ``text`` (``__reduce__``): one C call
+        #: (an event has a source, a line and a text: the getter of 2+ names gives a tuple)
+        ns["_VALUES"] = attrgetter(*("_text" if f == "text" else f for f in types))
         ns["FIELD_TYPES"] = types
         ns["_DEFAULTS"] = defaults
         ns["__init__"] = _lazy_init
@@ -207,7 +211,7 @@ class Event(metaclass=_EventMeta):
         """Pickled as the class and its field values: rebuilt by one ``__init__`` call
         instead of one ``setattr`` per slot (workers ship thousands of events); a text kept
         by reference travels as the reference (the receiving process reads it again)."""
-        return type(self), tuple([getattr(self, "_text" if n == "text" else n) for n in self.FIELDS])
+        return type(self), self._VALUES(self)  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as builtins, ``kind`` first, ``None`` values dropped."""

@@ -190,14 +190,14 @@ class JobModel:
         """Fold one event into the model."""
         kind = ev.kind
         self.kind_counts[kind] += 1
-        proc = self._process(ev) if (ev.pid is not None or ev.host is not None
-                                     or ev.level in _NCCL_LEVELS) else None
+        problem = ev.is_problem  # a property: asked once here, for the process and the track too
+        proc = self._process(ev, problem) if (ev.pid is not None or ev.host is not None
+                                              or ev.level in _NCCL_LEVELS) else None
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
                 proc.evidence[kind] = ev
-        problem = ev.is_problem
         if problem or kind in TRACKED:
             key = (ev.rank, ev.source)
             t = self.tracks.get(key)
@@ -207,7 +207,9 @@ class JobModel:
         if (kind in HIGH_VOLUME or kind in self.drop) and not problem and not (
                 kind in KEPT_IF and self._kept_if(kind, ev.text)):  # the text only where KEPT_IF reads it
             return
-        bucket = self.events.setdefault(kind, [])
+        bucket = self.events.get(kind)
+        if bucket is None:
+            bucket = self.events[kind] = []
         if len(bucket) < KEEP_PER_KIND:
             bucket.append(ev)
         else:
@@ -380,8 +382,10 @@ class JobModel:
                 f"tracked one by one (their problem lines are still reported)"
                 for what, n in sorted(self.untracked.items())]
 
-    def _process(self, ev: E.Event) -> Process | None:
-        key = _pkey(ev)
+    def _process(self, ev: E.Event, problem: bool | None = None) -> Process | None:
+        """The process of ``ev`` (created at its first line), its last line that one
+        (``problem``: ``ev.is_problem``, where the caller has asked it)."""
+        key = (ev.host or ev.source, ev.pid)  # _pkey, inline: every event with a process
         p = self.processes.get(key)
         if p is None:
             if not self._room("processes", len(self.processes), MAX_PROCESSES):
@@ -392,7 +396,7 @@ class JobModel:
             p.last_ts = ev.ts
         if ev.rank is not None and p.launcher_rank is None:
             p.launcher_rank = ev.rank
-        if ev.is_problem:
+        if ev.is_problem if problem is None else problem:
             p.errors += 1
             if p.first_error is None:
                 p.first_error = ev

@@ -316,20 +316,41 @@ def _trees_model(lines: list[str], monkeypatch: pytest.MonkeyPatch, on: bool) ->
     return trees, plans
 
 
+def _nccl_trees(rank: int, channels: int, order: list[int] | None = None) -> str:
+    """A ``Trees`` line as NCCL prints it (``src/init.cc``, 2.4-2.30): each pair appended with
+    ``snprintf(line+strlen(line), 1023-strlen(line), ...)``, so the line stops at 1,022 characters."""
+    line = ""
+    for c in order if order is not None else range(channels):
+        down = f"{rank + 1 + c % 2}/{rank + 3}/-1"
+        line = (line + f" [{c}] {down}->{rank}->{rank - 1}")[:1022]
+    return f"node{rank}:{100 + rank}:{200 + rank} [0] NCCL INFO Trees{line}"
+
+
 def test_trees_lines_make_the_edges_their_template_makes(monkeypatch):
     """A ``Trees`` shape gets the TREES plan (its kept channels cut by position): the model's tree
-    edges are the full parser's; a line whose channels are not in order, and one cut inside a
-    pair, go the template's way and give what it gives (a cut pair: no ``Trees`` event at all)."""
-    def tree(rank: int, order: str = "[0] {a}/-1/-1->{r}->{u} [1] {b}/-1/-1->{r}->{u} [2] -1/-1/-1->{r}->{u}") -> str:
-        body = order.format(a=rank + 1, b=rank + 2, r=rank, u=rank - 1)
-        return f"node{rank}:{100 + rank}:{200 + rank} [0] NCCL INFO Trees {body}"
-
-    lines = [tree(r) for r in range(10, 40)]
-    lines.append(tree(50, "[1] {a}/-1/-1->{r}->{u} [0] {b}/-1/-1->{r}->{u} [2] -1/-1/-1->{r}->{u}"))
-    lines.append(tree(51, "[0] {a}/-1/-1->{r}->{u} [1] {b}/-1/-1->{r}->{u} [2] -1/-1/-1->{r}->{u} [3] 9/-1"))
-    fast, plans = _trees_model(lines, monkeypatch, True)
+    edges are the full parser's; a line whose channels are not in order goes the template's way,
+    and a line NCCL's 1,024-byte buffer cut inside a pair (32 channels, 5-digit ranks) is read
+    without the cut pair, the same either way."""
+    lines = [_nccl_trees(r, 4) for r in range(10, 40)]
+    lines.append(_nccl_trees(50, 3, [1, 0, 2]))
+    cut = [_nccl_trees(r, 32) for r in range(12340, 12350)]
+    assert all(len(x.split(" NCCL INFO ")[1]) == 5 + 1022 for x in cut)  # cut, inside a pair
+    fast, plans = _trees_model(lines + cut, monkeypatch, True)
     assert fastpath.TREES in plans
-    slow, _ = _trees_model(lines, monkeypatch, False)
+    slow, _ = _trees_model(lines + cut, monkeypatch, False)
     assert fast == slow
-    assert sorted(fast) == [0, 1] and len(fast[0]) == len(lines) - 1  # channels past the kept two: not made
-    assert (1, (51, -1, -1), 50, 49) in fast[1] and (0, (52, -1, -1), 50, 49) in fast[0]  # by their printed index
+    assert sorted(fast) == [0, 1] and len(fast[0]) == len(lines) + len(cut)  # channels past the kept two: not made
+    assert (1, (52, 53, -1), 50, 49) in fast[1] and (0, (51, 53, -1), 50, 49) in fast[0]  # by their printed index
+    assert (1, (12342, 12343, -1), 12340, 12339) in fast[1]
+
+
+def test_a_trees_line_cut_by_nccls_buffer_keeps_its_whole_pairs():
+    from ncclsleuth.parse.lines import FileParser
+
+    full = _nccl_trees(12345, 32)
+    body = full.split(" NCCL INFO ")[1]
+    for end in range(len(body) - 40, len(body) + 1):  # every place the buffer can end in the last pairs
+        (ev,) = FileParser("t.log", keep_text=False)._line(1, full[:len(full) - len(body) + end])
+        assert isinstance(ev, E.Trees), body[:end][-40:]
+        assert [e.channel for e in ev.edges][:28] == list(range(28))
+        assert all(e.me == 12345 for e in ev.edges)

@@ -534,8 +534,23 @@ def _b_connected(f: Fields) -> None:
     f["what"] = f.get("what") or f.pop("what_rest", "")
 
 
+#: a whole ``Trees`` spec (the grammar's TREESPEC): a line cut by NCCL's 1,024-byte buffer ends in
+#: a pair whose spec is not
+_WHOLE_SPEC = rx(r"-?\d+(?:/-?\d+)*->-?\d+->-?\d+(?:/-?\d+)*(?:\|-?\d+(?:/-?\d+)*->-?\d+->-?\d+(?:/-?\d+)*)?")
+
+
 def _b_trees(f: Fields) -> None:
-    f["edges"] = tree_edges(f.pop("tree", []))
+    f["edges"] = tree_edges(whole_pairs(f.pop("tree", [])))
+
+
+def whole_pairs(tokens: list[str]) -> list[str]:
+    """The (``[index]``, spec) tokens of a ``Trees`` line without the pair NCCL's buffer cut
+    (``src/init.cc``, 2.4-2.30: the line stops at 1,023 characters, inside a pair or after its
+    index)."""
+    n = len(tokens) - len(tokens) % 2
+    if n and _WHOLE_SPEC.fullmatch(tokens[n - 1]) is None:
+        n -= 2
+    return tokens if n == len(tokens) else tokens[:n]
 
 
 def _b_net_plugin(f: Fields) -> None:

@@ -70,6 +70,11 @@ _SHARED_TUPLE = frozenset({"tuple[Iface, ...]", "tuple[IbDev, ...]", "tuple[tupl
                            "tuple[tuple[str, str], ...]", "tuple[str, ...]", "Iface | None"})
 
 
+#: ``share``'s hit, without its call: ``shared_get(v) or share(v)`` is ``share(v)`` (a miss, and an
+#: empty value, go the call's way; ``clear`` keeps the dict, so the bound method stays right)
+shared_get = _SHARED.get
+
+
 def share(value: Any) -> Any:
     """The one object of the values equal to ``value`` (hashable) this process keeps.
 
@@ -105,7 +110,7 @@ def _assign(name: str, ann: str) -> str:
     how = shared_as(name, ann)
     if how == "str":
         short = f"{name}.__class__ is str and len({name}) <= {SHARE_LEN}"
-        return f"\n    self.{name} = share({name}) if {short} else {name}"
+        return f"\n    self.{name} = (S({name}) or share({name})) if {short} else {name}"
     if how == "tuple":
         return f"\n    self.{name} = share({name}) if {name} else {name}"
     return f"\n    self.{name} = {name}"
@@ -118,7 +123,7 @@ def _compile_init(cls: type) -> Any:
     defaults = cls._DEFAULTS  # type: ignore[attr-defined]
     types = cls.FIELD_TYPES  # type: ignore[attr-defined]
     body = "".join(_assign(n, types[n]) for n in names) or "\n    pass"
-    ns: dict[str, Any] = {"share": share}
+    ns: dict[str, Any] = {"share": share, "S": shared_get}
     exec(CODE.compile(f"def __init__(self, {', '.join(names)}):{body}", "<event-init>"), ns)  # noqa: S102 - our field names
     init = ns["__init__"]
     init.__defaults__ = tuple(defaults[n] for n in names[len(names) - len(defaults):])

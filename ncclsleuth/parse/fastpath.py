@@ -225,9 +225,13 @@ def trees_event(plan: tuple[Any, ...], source: str, n: int, line: str, keep: int
 
 #: a run of two or more connection lines of one process and thread: the same ``host:pid:tid [dev]``
 #: and channel count on each (backreferences), so the text before each line's source rank is
-#: the same shape on every line, and each line's shape is that of its text from the source on
-_CONN_RUN = rx(r"([^\s:]+:[0-9]+):([0-9]+) \[([0-9]+)\] NCCL INFO Channel [0-9][0-9]/([0-9]+) : [^\n]*"
-                       r"(?:\n\1:\2 \[\3\] NCCL INFO Channel [0-9][0-9]/\4 : [^\n]*)+", re.ASCII)
+#: the same shape on every line, and each line's shape is that of its text from the source on.
+#: Each line's text after `` : `` starts as a connection's source does (``5[5]``: the grammar's
+#: PEERDEV): a rank 0's ring dump (``Channel 03/24 : 0 1 2 3 ...``, one a channel, same prefix)
+#: is no run.  Before, such a dump matched as a run, failed its plan check, and was matched
+#: again from each of its lines: 6,848 failed runs in a quarter of an 8,000-rank file
+_CONN_RUN = rx(r"([^\s:]+:[0-9]+):([0-9]+) \[([0-9]+)\] NCCL INFO Channel [0-9][0-9]/([0-9]+) : [0-9]+\[[^\n]*"
+                       r"(?:\n\1:\2 \[\3\] NCCL INFO Channel [0-9][0-9]/\4 : [0-9]+\[[^\n]*)+", re.ASCII)
 _REST = rx(r" NCCL INFO Channel [0-9][0-9]/[0-9]+ : ([^\n]*)", re.ASCII)
 
 

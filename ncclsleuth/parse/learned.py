@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from .. import events as E
-from ..events.base import SHARE_LEN, field_names, share, shared_as
+from ..events.base import SHARE_LEN, field_names, share, shared_as, shared_get
 from ..events.values import ValueRecord
 from ..util.cache import CODE
 from ..util.rxstore import rx
@@ -180,7 +180,7 @@ def compiled(plan: Plan) -> Plan:
     cls = plan.cls
     assert cls is not None
     types = cls.FIELD_TYPES
-    ns: dict[str, Any] = {"C": cls, "K": [], "N": object.__new__, "share": share}
+    ns: dict[str, Any] = {"C": cls, "K": [], "N": object.__new__, "share": share, "S": shared_get}
     consts: list[Any] = ns["K"]
 
     def const(value: Any) -> str:
@@ -210,7 +210,10 @@ def compiled(plan: Plan) -> Plan:
     body += [f"e.{n} = {const(v)}" for n, v in plan.const.items()]
     for n, a, b, conv in plan.cuts:
         shared = conv is None and b - a <= SHARE_LEN and shared_as(n, types[n]) == "str"
-        body.append(f"e.{n} = share({cut(a, b, conv)})" if shared else f"e.{n} = {cut(a, b, conv)}")
+        if shared:  # share(), with its hit inline: a dict lookup, not a call (most values repeat)
+            body += [f"v = {cut(a, b, conv)}", f"e.{n} = S(v) or share(v)"]
+        else:
+            body.append(f"e.{n} = {cut(a, b, conv)}")
     for n, shape, leaves in plan.shaped:  # a tuple of parts or a record: never empty
         expr = value(shape, iter(leaves))
         body.append(f"e.{n} = share({expr})" if shared_as(n, types[n]) == "tuple" else f"e.{n} = {expr}")

@@ -334,6 +334,9 @@ class FileParser:
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2
         runs = fastpath.RUNS
+        # looked up once a block, not once a line (~700,000 INFO lines in an 8,000-rank file)
+        sink, source, templated = self.sink, self.source, self._templated
+        fast_line, conn_run = fastpath.fast_line, fastpath.conn_run
         lined: list[int] = []  # where the lines read one by one start (the step scan skips them)
         # a meaning that spans lines opens only in ``_line`` (the fast paths' DONE lines open
         # nothing): the open state is asked again only after a line went there
@@ -364,7 +367,7 @@ class FileParser:
                 if info != pos:
                     n += text.count("\n", pos, info)
                 if runs and text.startswith("Channel ", nxt + 11):  # perhaps a run of connection lines: at once
-                    past = fastpath.conn_run(plans, self.sink, self.source, n, text, info)  # type: ignore[arg-type]
+                    past = conn_run(plans, sink, source, n, text, info)  # type: ignore[arg-type]
                     if past >= 0:
                         n += text.count("\n", info, past) + 1
                         pos = past + 1
@@ -374,8 +377,7 @@ class FileParser:
                 line = text[info:end]
                 if refer:
                     self._cur, self._cur_n, self._cur_start = line, n, info
-                said = fastpath.fast_line(plans, self.sink, self.source, n, line,  # type: ignore[arg-type]
-                                          self._templated)
+                said = fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
                 if said:
                     self._bpos = info
                     evs = self._line(n, line)

@@ -253,3 +253,51 @@ def test_makers_are_bounded(monkeypatch):
     lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=1245, ran=600047) for i in range(learned.LEARN_AT + 3)]
     fp.parse_block(200, "\n".join(lines))
     assert list(cache.learned.values()) == [learned.SLOW] and cache.learnings == 2
+
+
+#: step-timing lines as trainers print them (the prefilter skips them: the step scan reads them)
+STEP_LINES = (
+    "iter 83592: loss 1.5455, time: 4401.19ms, speed: - toks/s/device",
+    "iter 83395: loss 1.5649, time: 4316.64ms",
+    "[rank12]: iter 120: loss 2.0311, time: 812.50ms",
+    "2025-11-29 11:32:08,799 - INFO - iter 7: loss 3.25, time: 1033.1ms",
+    " [2025-11-29 11:32:08] iteration      100/  500000 | consumed samples:        51200 | elapsed time per "
+    "iteration (ms): 1234.5 | learning rate: 1.500E-04 | global batch size:   512 |",
+)
+
+
+def _step_shapes() -> list[str]:
+    from ncclsleuth.parse.lines import STEP_SCANS
+
+    return [*STEP_LINES, *_shapes(lambda line: any(r.search(line) for r in STEP_SCANS) and learned.plannable(line)
+                                  and PREFILTER.search(line) is None, fixed_key)]
+
+
+def test_step_lines_by_plan_make_the_full_paths_events(monkeypatch):
+    rng = random.Random(20261205)
+    cache = ShapeCache(store=False)
+    differ = []
+    for line in _step_shapes():
+        text = "\n".join(line if i < learned.LEARN_AT else _random_digits(line, rng) for i in range(COPIES))
+        on, off = _parse(text, True, monkeypatch, cache), _parse(text, False, monkeypatch)
+        assert any(kind == "StepTime" for kind, _ in off[0]), line
+        if on != off:
+            differ.append(line)
+    assert differ == []
+    assert sum(1 for p in cache.step_plans.values() if p is not learned.SLOW) >= len(STEP_LINES)
+
+
+def test_a_step_shape_is_learned_once_and_then_planned(monkeypatch):
+    lines = [f"[rank3]: iter {100 + i}: loss 1.{1000 + i}, time: {4000 + i}.50ms" for i in range(learned.LEARN_AT + 5)]
+    monkeypatch.setattr(learned, "ENABLED", True)
+    cache = ShapeCache(store=False)
+    sink = _Sink()
+    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=sink)
+    full: list[str] = []
+    real = fp._step_full
+    monkeypatch.setattr(fp, "_step_full", lambda n, t: full.append(t) or real(n, t))
+    fp.parse_block(1, "\n".join(lines))
+    assert full == lines[:learned.LEARN_AT]  # the learning line and those before it took the full path
+    plan = cache.step_plans[fixed_key(lines[0])]
+    assert plan.cls.__name__ == "StepTime" and {c[0] for c in plan.cuts} >= {"rank", "ms"}
+    assert [(d["line"], d["rank"], d["ms"]) for _, d in sink.got][-1] == (len(lines), 3, 4012.5)

@@ -222,6 +222,10 @@ class ShapeCache:
         #: (ncclsleuth.parse.learned)
         self.learned: dict[bytes, Any] = {}
         self.learn_seen: dict[int, list[Any]] = {}
+        #: position-exact shape of step-timing lines -> learned plan, and lines met until then
+        #: (``FileParser._step_event``: those lines are sampled apart from the others)
+        self.step_plans: dict[bytes, Any] = {}
+        self.step_seen: dict[bytes, int] = {}
         #: learnings tried (makers and learned plans: ``learned.MAX_LEARNINGS`` at most)
         self.learnings = 0
         self.hits = self.misses = self.parses = 0

@@ -44,3 +44,15 @@ def test_a_socket_ifname_set_past_the_kept_settings_is_read(tmp_path, monkeypatc
     got = N.ifname_unseen(model)
     assert [(r["host"], r["setting"], r["failure"]) for r in got] == [("h2", "bogus0", "no_interface")]
     assert got[0]["evidence"][0].line == 2
+
+
+def test_the_ranks_a_message_names_are_read_and_only_those(tmp_path):
+    """``known_message``'s ``ranks``: the global ranks NCCL names ("rank %d and rank %d", src/init.cc
+    2.5.6-2.29), none from a line that names no "rank N" (a local rank, a capitalised [Rank N] tag)."""
+    from ncclsleuth.model.facts import knowledge as K
+
+    log = tmp_path / "job.log"
+    log.write_text("h1:11:11 [1] init.cc:974 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000\n"
+                   "h1:11:11 [1] NCCL WARN Cuda failure 'out of memory' on local rank 3\n")
+    model = api.build([str(log)], api.Options(jobs=1, cache=False)).model
+    assert {r["evidence"][0].line: r["ranks"] for r in K.known_message(model)} == {1: [0, 1], 2: []}

@@ -110,12 +110,18 @@ def known_message(model: JobModel, skip: Container[tuple[str, int]] = frozenset(
     return out
 
 
+def _named_ranks(message: str) -> list[int]:
+    """The global ranks ``message`` names; the regex only where its literal is (most problem
+    lines name none: a 16,384-rank job's ~50,000 watchdog and abort lines paid a scan each)."""
+    return sorted({int(n) for n in _NAMED_RANK.findall(message)}) if "rank " in message else []
+
+
 def _record(ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str | None) -> KnownMessage:
     return {
         "id": m.id, "source": m.source, "subsystem": m.subsystem, "role": m.role, "category": m.category,
         "categories": list(m.categories), "severity": m.severity, "meaning": m.meaning, "fix": m.fix,
         "why": m.why, "ref": m.ref, "function": m.function, "file": known.file or "", "message": known.message,
         "phase": phase or "", "kind": ev.kind, "host": ev.host, "rank": ev.rank,
-        "ranks": sorted({int(n) for n in _NAMED_RANK.findall(known.message)}), "pid": ev.pid,
+        "ranks": _named_ranks(known.message), "pid": ev.pid,
         "evidence": [ev],
     }

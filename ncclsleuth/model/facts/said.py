@@ -24,7 +24,9 @@ from ...util.rxstore import rx
 _IGNORED = frozenset({"agent_failure", "failure_field", "failure_block_head", "signal_exit"})
 #: exceptions raised by the launcher about its children, not by a rank
 _AGENT_EXC = rx(r"ChildFailedError|SignalException|torch\.distributed\.elastic\.")
-_DIGITS = rx(r"\d{3,}")
+#: numbers of 3+ digits (the cache key of a meaning, see ``_lookup``): ASCII digits, spelled
+#: out (``\d{3,}`` costs twice as much a line; the key is as fine or finer, so no meaning changes)
+_DIGITS = rx(r"[0-9][0-9][0-9]+")
 #: a symptom whose likely cause is one of these is a rank waiting for the others; any other
 #: likely cause (cuda_error, hardware_fault, cuda_oom, app_crash, ...) is the rank's own
 WAITING = frozenset({"collective_timeout", "collective_desync", "straggler", "rendezvous_misconfig",

@@ -149,12 +149,28 @@ def _rank_from_name(src: str, model: JobModel) -> int | None:
     return int(m.group(1)) if m is not None else None
 
 
+def _std_group(src: str, parents: dict[str, str]) -> tuple[str, str]:
+    """(folder, name with its ``stdout``/``stderr``/``out``/``err`` word as ``{}``) of a file, as
+    ``PurePosixPath`` reads them: the folder's path read once per folder (``parents``), not
+    once per file (16,384 per-rank files paid two path objects each, ~0.1 s)."""
+    i = src.rfind("/")
+    name = src[i + 1:]
+    if name in ("", ".", ".."):  # a folder-like name: the path object says what its parts are
+        p = PurePosixPath(src)
+        return str(p.parent), _STD.sub("{}", p.name)
+    head = src[:i + 1]  # with its slash: "/" and "//" stay roots, "" is "."
+    parent = parents.get(head)
+    if parent is None:
+        parent = parents[head] = str(PurePosixPath(head))
+    return parent, _STD.sub("{}", name)
+
+
 def _siblings(seen: dict[str, set[int]], out: dict[str, int], multi: set[str]) -> None:
     """``stdout`` and ``stderr`` files of one folder (and ``x.out`` / ``x.err``) are one process."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[tuple[str, str], list[str]] = {}
+    parents: dict[str, str] = {}
     for src in seen:
-        p = PurePosixPath(src)
-        groups.setdefault(str(p.parent / _STD.sub("{}", p.name)), []).append(src)
+        groups.setdefault(_std_group(src, parents), []).append(src)
     for files in groups.values():
         if len(files) < 2:
             continue

@@ -24,12 +24,10 @@ def summarize(model: JobModel) -> dict[str, Any]:
     for ev in model.versions_unattached:
         versions[ev.version] += 0 if ev.version in versions else 1
     cuda = Counter(p.cuda_version for p in procs if p.cuda_version)
-    nets: dict[str, list[str]] = {}
+    nets: dict[str, set[str]] = {}  # sets: a list scanned per process was quadratic in hosts
     for p in procs:
         if p.network:
-            nets.setdefault(p.network, [])
-            if (p.host or "?") not in nets[p.network]:
-                nets[p.network].append(p.host or "?")
+            nets.setdefault(p.network, set()).add(p.host or "?")
     ib = sorted({f"{d.hca}/{d.link}" for p in procs for d in p.ib_devices})
     comms = []
     for c in sorted(model.comms.values(), key=lambda c: (-(c.nranks or 0), c.key)):

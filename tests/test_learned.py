@@ -301,3 +301,17 @@ def test_a_step_shape_is_learned_once_and_then_planned(monkeypatch):
     plan = cache.step_plans[fixed_key(lines[0])]
     assert plan.cls.__name__ == "StepTime" and {c[0] for c in plan.cuts} >= {"rank", "ms"}
     assert [(d["line"], d["rank"], d["ms"]) for _, d in sink.got][-1] == (len(lines), 3, 4012.5)
+
+
+def test_a_makers_integers_are_shared_as_the_builders(monkeypatch):
+    """A learned plan's cut integer fields are shared as ``__init__`` shares them (events.base.share_int):
+    the sequence number every rank's watchdog line repeats is one object, on the full path and the plan's."""
+    lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=123456, ran=600047 + i) for i in range(learned.LEARN_AT + 4)]
+    monkeypatch.setattr(learned, "ENABLED", True)
+    cache = ShapeCache(store=False)
+    got: list = []
+    sink = JobModel()
+    sink.add = got.append  # type: ignore[method-assign]
+    FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=sink).parse_block(1, "\n".join(lines))
+    assert cache.learned[fixed_key(lines[0])] is not learned.SLOW
+    assert len(got) == len(lines) and len({id(ev.seq) for ev in got}) == 1 and got[-1].seq == 123456

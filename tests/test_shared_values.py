@@ -70,3 +70,28 @@ def test_the_table_is_bounded(monkeypatch):
 def test_per_rank_records_have_no_dict():
     for obj in (RankState("c", 0), Process("h", 1, "s"), Comm("c"), Member(0)):
         assert not hasattr(obj, "__dict__"), type(obj).__name__
+
+
+def test_equal_integers_are_one_object_but_line_numbers_are_not():
+    a = E.CommInit(source="a.log", line=int("70001"), text="x", pid=int("123457"), tid=int("123458"), rank=int("4097"))
+    b = E.CommInit(source="b.log", line=int("70001"), text="y", pid=int("123457"), tid=int("123458"), rank=int("4097"))
+    assert a.pid is b.pid and a.tid is b.tid and a.rank is b.rank
+    assert a.line == b.line and a.line is not b.line  # (nearly) every line number is different: not kept
+
+
+def test_integers_survive_pickling_shared():
+    evs = [E.CommInit(source=f"r{i}.log", line=1, text="t", pid=int("99001")) for i in range(3)]
+    back = [pickle.loads(pickle.dumps(ev)) for ev in evs]
+    assert all(ev.pid is back[0].pid for ev in back) and back[0].pid == 99001
+
+
+def test_the_integer_table_is_bounded_and_keeps_types(monkeypatch):
+    monkeypatch.setattr(base, "MAX_SHARED_INT", 100)
+    base._SHARED_INT.clear()
+    for i in range(1_000):
+        E.CommInit(source="a", line=i, text="t", pid=100_000 + i)
+        assert len(base._SHARED_INT) <= 100
+    base._SHARED_INT.clear()
+    ev = E.CommInit(source="a", line=1, text="t", pid=None, tid=True, rank=int("0"))  # type: ignore[arg-type]
+    assert ev.pid is None and ev.tid is True and ev.rank == 0  # only ints (not a bool) go through the table
+    assert True not in base._SHARED_INT

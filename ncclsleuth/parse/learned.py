@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from .. import events as E
-from ..events.base import SHARE_LEN, field_names, share, shared_as, shared_get
+from ..events.base import SHARE_LEN, field_names, share, share_int, shared_as, shared_get, shared_int_get
 from ..events.values import ValueRecord
 from ..util.cache import CODE
 from ..util.rxstore import rx
@@ -180,7 +180,8 @@ def compiled(plan: Plan) -> Plan:
     cls = plan.cls
     assert cls is not None
     types = cls.FIELD_TYPES
-    ns: dict[str, Any] = {"C": cls, "K": [], "N": object.__new__, "share": share, "S": shared_get}
+    ns: dict[str, Any] = {"C": cls, "K": [], "N": object.__new__, "share": share, "S": shared_get,
+                          "share_int": share_int, "I": shared_int_get}
     consts: list[Any] = ns["K"]
 
     def const(value: Any) -> str:
@@ -212,6 +213,8 @@ def compiled(plan: Plan) -> Plan:
         shared = conv is None and b - a <= SHARE_LEN and shared_as(n, types[n]) == "str"
         if shared:  # share(), with its hit inline: a dict lookup, not a call (most values repeat)
             body += [f"v = {cut(a, b, conv)}", f"e.{n} = S(v) or share(v)"]
+        elif conv is int and shared_as(n, types[n]) == "int":  # as __init__ shares an int field's value
+            body += [f"v = {cut(a, b, conv)}", f"e.{n} = I(v) or share_int(v)"]
         else:
             body.append(f"e.{n} = {cut(a, b, conv)}")
     for n, shape, leaves in plan.shaped:  # a tuple of parts or a record: never empty

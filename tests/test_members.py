@@ -216,3 +216,24 @@ def test_strip_prefixes():
     assert strip_prefixes("[rank0]:[E1201 10:42:52.644326315 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 3 failed") == \
         "Rank 3 failed"
     assert strip_prefixes("17: [rank17]: RuntimeError: x") == "RuntimeError: x"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["step", "Step", "STEP", "iter", "ITER", "<", "st", "ep", "x", "\n", "loss 1.0 "]),
+                max_size=400),
+       st.integers(min_value=0, max_value=5000), st.sampled_from([1, 2, 3, 7, 64, 4096]))
+def test_the_last_anchor_in_windows_is_the_last_in_the_whole_text(parts, at, window):
+    """``tail._last_anchor`` (where ``last_progress`` tries a line) looks near ``pos`` first: the
+    same answer as the largest ``rfind`` of every anchor over the whole text, anchors across a
+    window's edge included."""
+    from ncclsleuth.parse import tail
+
+    text = "".join(parts)
+    pos = min(at, len(text))
+    want = max(text.rfind(a, 0, pos) for a in tail._ANCHORS)
+    old = tail._WINDOW
+    tail._WINDOW = window
+    try:
+        assert tail._last_anchor(text, pos) == want
+    finally:
+        tail._WINDOW = old

@@ -199,13 +199,33 @@ def last_line(blocks: Sequence[tuple[int, str]]) -> Found | None:
     return None
 
 
+#: characters before a position the last progress anchor is looked for in first (then 4x wider)
+_WINDOW = 4096
+
+
+def _last_anchor(text: str, pos: int) -> int:
+    """Where the last of the ``_ANCHORS`` that ends by ``pos`` starts (-1: none), as the largest
+    ``text.rfind(a, 0, pos)``: looked for in the last ``_WINDOW`` characters first, then in
+    windows 4x wider.  An anchor a log never prints (``STEP``, ``ITER``) cost a scan of the whole
+    kept tail each, 7 scans a file (~10% of parsing 16,384 per-rank files).  An occurrence that
+    starts before a window is before any found in it, so the first window with one gives the
+    same answer as the whole text."""
+    width = _WINDOW
+    while True:
+        lo = pos - width if pos > width else 0
+        cand = max(text.rfind(a, lo, pos) for a in _ANCHORS)
+        if cand >= 0 or lo == 0:
+            return cand
+        width *= 4
+
+
 def last_progress(blocks: Sequence[tuple[int, str]]) -> Found | None:
     """The last progress line of a file of one rank (literal search backwards)."""
     tries = 0
     for first, text in reversed(blocks):
         pos = len(text)
         while tries < _TRIES:
-            cand = max(text.rfind(a, 0, pos) for a in _ANCHORS)
+            cand = _last_anchor(text, pos)
             if cand < 0:
                 break
             start = text.rfind("\n", 0, cand) + 1

@@ -225,7 +225,9 @@ class BlockReader:
         # decoded text, which is 2 bytes a character as soon as a progress bar's block
         # characters appear: the two text scans cost ~8% of a training-output log
         self.plain = True
-        if b"\r\n" in b:
+        # a lone CR first (memchr): most logs have none, and the two-byte search scans at ~1 GB/s
+        # (~0.1 s of the 8,000-rank file); progress bars' redraws have CRs, then both are asked
+        if b"\r" in b and b"\r\n" in b:
             b = b.replace(b"\r\n", b"\n")
             self.plain = False
         try:

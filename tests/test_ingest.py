@@ -133,3 +133,26 @@ def test_nonexistent_path_exit_2_no_traceback(tmp_path):
 def test_nonexistent_path_one_stderr_line(tmp_path):
     res = CliRunner().invoke(main, ["parse", str(tmp_path / "nope.log")])
     assert len(_stderr_lines(res)) == 1
+
+
+@pytest.mark.parametrize("data", [
+    b"a\nb\nc\n", b"a\nb\nc", b"one line, no end", b"x\r\ny\r\nz\r\n", b"p\x00q\nr\n", b"\xff\xfebad utf-8\nok\n",
+    b"short\n" + b"L" * 300 + b"\nafter\n" + b"M" * 500, b"\n\n\n", b"",
+    "\ufeffh\u00e9llo\n\u2588\u2588 progress\rredraw\n".encode(),
+])
+@pytest.mark.parametrize("block", [8, 64, 4096])
+def test_a_blocks_line_count_is_its_newlines_plus_one(tmp_path, data, block):
+    """``BlockReader.block_lines`` (handed to ``FileParser.parse_block`` so it does not count
+    again) is the yielded block's newlines + 1, or -1 where the reader did not count them;
+    long lines cut (max_line), CRLF folded, NULs removed, a last line with no line end."""
+    from ncclsleuth.ingest.blocks import BlockReader
+
+    p = tmp_path / "x.log"
+    p.write_bytes(data)
+    reader = BlockReader(InputFile(str(p)), block=block, max_line=128)
+    counts = []
+    for first, text in reader:
+        assert reader.block_lines in (-1, text.count("\n") + 1), (first, text)
+        counts.append(reader.block_lines)
+    if not data.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" not in data:  # read by blocks, not re-blocked
+        assert all(n > 0 for n in counts), counts

@@ -58,6 +58,9 @@ class BlockReader:
         #: folded, no NUL removed, no line cut): then a line's bytes in the file are its text
         #: encoded, at the block's offset plus the encoded text before it (:mod:`ncclsleuth.util.reread`)
         self.plain = False
+        #: the lines of the block last yielded (its newlines + 1; -1 where not counted here: the
+        #: line reader's re-blocked lines), so that a parser need not count them again
+        self.block_lines = -1
 
     @property
     def byte_at(self) -> int:
@@ -74,6 +77,7 @@ class BlockReader:
     def _delegate(self) -> Iterator[tuple[int, str]]:
         """Odd encodings and line ends: the line reader repairs, we re-block its lines."""
         self._fallback = LineReader(self.inp, self.max_line)
+        self.block_lines = -1
         buf: list[str] = []
         first = 1
         last = 0
@@ -165,6 +169,7 @@ class BlockReader:
                                    f"{self.max_line} bytes")
                     text = self._decode(data[: self.max_line], counter := [0])
                     self.plain = False
+                    self.block_lines = 1  # a line with no line end in it
                     yield lineno, text
                     bad += counter[0]
                     pending, skipping = b"", True
@@ -185,6 +190,7 @@ class BlockReader:
                                f"{self.max_line} bytes")
                 text = "\n".join(x[: self.max_line] for x in parts)
                 self.plain = False
+            self.block_lines = n  # cutting lines keeps their line ends
             yield lineno, text
             lineno += n
             self.lines = lineno - 1  # kept current: a damaged archive stops mid-file
@@ -193,6 +199,7 @@ class BlockReader:
             counter = [0]
             text = self._decode(pending[: self.max_line], counter)
             self.plain = self.plain and len(pending) <= self.max_line
+            self.block_lines = 1  # after the last line end: one line
             yield lineno, text
             bad += counter[0]
             lineno += 1

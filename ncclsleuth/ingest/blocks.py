@@ -13,6 +13,7 @@ and notices.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -27,6 +28,10 @@ from .sources import InputFile, Notice
 #: (a 240 MB single-rank log: 1.67 s against 1.43 s).
 BLOCK = 64 << 10
 _SNIFF = 8192
+#: a CRLF in a block of bytes: the regex engine's literal search finds it ~3x faster than
+#: ``b"\r\n" in b`` in a progress bar's output, where CRs are many and CRLFs none (1.4 against
+#: 4.3 ms per 4.9 MB)
+_CRLF = re.compile(rb"\r\n")
 
 
 class BlockReader:
@@ -232,9 +237,9 @@ class BlockReader:
         # decoded text, which is 2 bytes a character as soon as a progress bar's block
         # characters appear: the two text scans cost ~8% of a training-output log
         self.plain = True
-        # a lone CR first (memchr): most logs have none, and the two-byte search scans at ~1 GB/s
-        # (~0.1 s of the 8,000-rank file); progress bars' redraws have CRs, then both are asked
-        if b"\r" in b and b"\r\n" in b:
+        # a lone CR first (memchr): most logs have none, and a two-byte search scans at ~1 GB/s
+        # (~0.1 s of the 8,000-rank file); progress bars' redraws have CRs, then _CRLF is asked
+        if b"\r" in b and _CRLF.search(b) is not None:
             b = b.replace(b"\r\n", b"\n")
             self.plain = False
         try:

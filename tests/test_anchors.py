@@ -183,3 +183,15 @@ def test_the_block_prefilter_finds_what_the_full_one_finds(text: str) -> None:
 def test_frequent_first_character_keywords_are_few() -> None:
     """Each one costs a str.find per block of every log: a new one needs a reason."""
     assert set(A.COMMON_FIRST_KEYWORDS) == {"terminate called", ": error: "}
+
+
+def test_an_nccl_info_line_is_a_prefilter_match_before_its_info_words():
+    """``FileParser.parse_block`` scans a block for its first keyword before it looks for NCCL INFO
+    lines, and skips the lines before that keyword's: every NCCL INFO line must hold a keyword
+    that starts no later than its `` NCCL INFO `` (``NCCL`` is one), for both prefilters."""
+    from ncclsleuth.parse.anchors import PREFILTER, PREFILTER_RARE
+
+    line = "node7:4242:4242 [3] NCCL INFO Channel 00/24 : 0[3] -> 1[3] via P2P/IPC"
+    for rx_ in (PREFILTER, PREFILTER_RARE):
+        m = rx_.search(line)
+        assert m is not None and m.start() <= line.index(" NCCL INFO ") + 1

@@ -13,11 +13,11 @@ and notices.
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from ..util.rxstore import rx
 from .decode import MAX_LINE_BYTES, Caps, LineReader, cap_note, decompress, guarded, looks_binary, repair_notes
 from .sources import InputFile, Notice
 
@@ -31,7 +31,7 @@ _SNIFF = 8192
 #: a CRLF in a block of bytes: the regex engine's literal search finds it ~3x faster than
 #: ``b"\r\n" in b`` in a progress bar's output, where CRs are many and CRLFs none (1.4 against
 #: 4.3 ms per 4.9 MB)
-_CRLF = re.compile(rb"\r\n")
+_CRLF = rx(rb"\r\n")
 
 
 class BlockReader:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .. import events as E
 from ..events.nccl import via_fields
 from ..util.classes import dataclass
+from ..util.rxstore import rx
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", 
 #: on ``message_text`` reads them: ULIM001's "Too many open files|EMFILE", DESYNC004's "Message
 #: truncated"); tests/test_fastpath.py checks that every shipped rule's text test on such a kind is
 #: one of these alternatives.  Words only, no digits: the fast path decides it once per shape.
-KEPT_IF: dict[str, re.Pattern[str]] = {"nccl_other": re.compile(r"Too many open files|EMFILE|Message truncated")}
+KEPT_IF: dict[str, re.Pattern[str]] = {"nccl_other": rx(r"Too many open files|EMFILE|Message truncated")}
 
 
 @dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
@@ -241,8 +242,8 @@ class JobModel:
 
     def _kept_if(self, kind: str, text: str) -> bool:
         """Whether a no-problem line of an unread kind is kept all the same (:data:`KEPT_IF`)."""
-        rx = KEPT_IF.get(kind) if kind in self.drop else None
-        return rx is not None and rx.search(text) is not None
+        pat = KEPT_IF.get(kind) if kind in self.drop else None
+        return pat is not None and pat.search(text) is not None
 
     def keeps_line(self, kind: str, text: str) -> bool:
         """Whether a plain INFO line of ``kind`` saying ``text`` does more here than count and

@@ -24,6 +24,7 @@ from .. import events as E
 from ..ingest.decode import clean
 from ..util import reread
 from ..util.classes import dataclass
+from ..util.rxstore import rx
 from . import fastpath, learned
 from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
@@ -36,15 +37,15 @@ from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_pr
 STEP_SAMPLES_PER_RANK = 32
 # Training-step timing lines (stragglers) carry no keyword of the prefilter; these
 # literal-prefixed scans find them in a block at str.find speed.
-STEP_SCANS = (re.compile(r"time: *\d+(?:\.\d+)?ms"), re.compile(r"elapsed time per iteration \(ms\)"))
+STEP_SCANS = (rx(r"time: *\d+(?:\.\d+)?ms"), rx(r"elapsed time per iteration \(ms\)"))
 
 #: a comment line of nccl-tests' output ("# nThread 1 ...", "#  Rank  0 ...", "#"): "#" then a blank or
 #: the end, unlike a desync report's "\t   #1244 finished ranks:", which opened line-by-line mode
 #: for the rest of the file
-_TESTS_HEAD = re.compile(r"\s*#(?:[ \t]|$)")
-_ROW = re.compile(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
-_EXC = re.compile(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
-_FKEY = re.compile(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
+_TESTS_HEAD = rx(r"\s*#(?:[ \t]|$)")
+_ROW = rx(r"\s*\d+\s+\d+\s+[a-z]\w*\s+[\w.-]+\s+[\d.-]")
+_EXC = rx(r"(?:[\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b")
+_FKEY = rx(r"\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:")
 _PG_CLASSES = frozenset(c for c in E.REGISTRY.values()
                         if "pg" in c.FIELD_TYPES)
 _TB_START = "Traceback (most recent call last):"
@@ -61,16 +62,16 @@ class Sink(fastpath.Sink, Protocol):
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
 
-_FRAME = re.compile(r'File "[^"]*", line \d+, in (\S+)')
+_FRAME = rx(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
-_SYNC = re.compile(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
+_SYNC = rx(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
                    r"|broadcast\w*|reduce_scatter\w*|all_to_all\w*|init_process_group|new_group)\b")
 #: lines whose own words mark them a problem, with no level field: Slurm's ``srun: error:`` and
 #: ``slurmstepd: error:`` (its error() prefix), the C++ runtime's abort when an exception
 #: escapes (libstdc++ ``__gnu_cxx::__verbose_terminate_handler``)
-_MARKED = re.compile(r"(?:srun|slurmstepd|sbatch|salloc|srun\[\d+\]): error: |terminate called "
+_MARKED = rx(r"(?:srun|slurmstepd|sbatch|salloc|srun\[\d+\]): error: |terminate called "
                      r"(?:after throwing an instance of|recursively|without an active exception)")
-_ERRLIKE = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
+_ERRLIKE = rx(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception|[Tt]imed? ?out|[Aa]bort)\b")
 #: PyTorch's NCCL error text ends with ``"\nLast error:\n" + ncclGetLastError()`` (NCCLUtils
 #: getNcclErrorDetailStr, torch 1.13..2.15): the text of NCCL's last WARN, without its prefix
 _LAST_ERROR = "Last error:"
@@ -120,8 +121,8 @@ class _Tb:
 
 # A frame of the program itself, not of the interpreter or an installed package: where
 # the rank's own code stopped (the odd one out among ranks is found on this line).
-_FRAME_AT = re.compile(r'File "([^"]*)", line (\d+), in (\S+)')
-_LIB = re.compile(r"site-packages|dist-packages|/lib/python\d|^<|/torch/distributed/")
+_FRAME_AT = rx(r'File "([^"]*)", line (\d+), in (\S+)')
+_LIB = rx(r"site-packages|dist-packages|/lib/python\d|^<|/torch/distributed/")
 
 
 def _user_frame(body: str) -> str | None:
@@ -540,9 +541,9 @@ class FileParser:
         if self._steps_done:
             return out
         done = set(lined)
-        for rx in STEP_SCANS:
+        for scan in STEP_SCANS:
             counted, n = 0, first
-            for m in rx.finditer(text):
+            for m in scan.finditer(text):
                 start = text.rfind("\n", 0, m.start()) + 1
                 end = text.find("\n", m.start())
                 line = text[start:] if end < 0 else text[start:end]

@@ -237,3 +237,21 @@ def test_the_last_anchor_in_windows_is_the_last_in_the_whole_text(parts, at, win
         assert tail._last_anchor(text, pos) == want
     finally:
         tail._WINDOW = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["step 12 loss 1.0", "noise", "", "iter 7: loss 2.0, time: 5.0ms", "x < y"]),
+                min_size=1, max_size=60), st.integers(min_value=1, max_value=10_000))
+def test_the_last_progress_and_last_lines_are_numbered_as_counted_from_the_start(lines, first):
+    """``last_line`` and ``last_progress`` number lines from the end of the block (its line ends
+    counted once, ``tail._newlines``): the numbers a count from the block's start gives."""
+    from ncclsleuth.parse.tail import last_line
+
+    text = "\n".join(lines)
+    blocks = [(first, text)]
+    got = last_progress(blocks)
+    if got is not None:  # the line at that number is the one returned
+        assert text.split("\n")[got.line - first] == got.text
+    one = last_line(blocks)
+    if one is not None:
+        assert text.split("\n")[one.line - first] == one.text

@@ -179,10 +179,26 @@ def rank_of(line: str) -> int | None:
     return int(next(g for g in m.groups() if g is not None))
 
 
+#: the text whose line ends were counted last, and their number: ``last_line`` and
+#: ``last_progress`` both number lines from the end of a file's last block (a count of ~64 KB
+#: each, once per file: 16,384 per-rank files paid two)
+_COUNTED: list[tuple[str, int]] = [("", 0)]
+
+
+def _newlines(text: str) -> int:
+    """``text.count("\n")``, once for the text asked last (by identity: a block kept as read)."""
+    last = _COUNTED[0]
+    if last[0] is text:
+        return last[1]
+    n = text.count("\n")
+    _COUNTED[0] = (text, n)
+    return n
+
+
 def _lines_back(blocks: Sequence[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """(line number, text) of the kept blocks, last line first."""
     for first, text in reversed(blocks):
-        n = first + text.count("\n")
+        n = first + _newlines(text)
         end = len(text)
         while end >= 0:
             start = text.rfind("\n", 0, end) + 1
@@ -234,7 +250,8 @@ def last_progress(blocks: Sequence[tuple[int, str]]) -> Found | None:
             tries += 1
             p = progress(line)
             if p is not None:
-                return Found(first + text.count("\n", 0, start), line, p)
+                # counted from the end: a progress line is most often near it
+                return Found(first + _newlines(text) - text.count("\n", start), line, p)
             pos = start
             if pos == 0:
                 break

@@ -70,6 +70,22 @@ def _parse(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch,
         tuple(sorted(fp.ranks_seen()))
 
 
+def _planning(monkeypatch: pytest.MonkeyPatch, sink: JobModel | None = None) -> tuple[ShapeCache, FileParser]:
+    """A fresh shape cache and an analyze-mode parser into ``sink`` (a ``JobModel`` by default), plans on."""
+    monkeypatch.setattr(learned, "ENABLED", True)
+    cache = ShapeCache(store=False)
+    return cache, FileParser("t.log", cache, keep_text=False, use_catalog=False,
+                             sink=JobModel() if sink is None else sink)
+
+
+def _lines_through(monkeypatch: pytest.MonkeyPatch, fp: FileParser, method: str) -> list[str]:
+    """The texts of the lines that go through ``fp``'s full path ``method`` (``_line``, ``_step_full``) from now."""
+    seen: list[str] = []
+    real = getattr(fp, method)
+    monkeypatch.setattr(fp, method, lambda n, t: seen.append(t) or real(n, t))
+    return seen
+
+
 def test_plans_make_the_full_parsers_events(monkeypatch):
     lines = _lines()
     assert len(lines) > 400
@@ -102,12 +118,8 @@ def test_a_field_is_read_where_it_stands_not_where_its_value_first_occurs(monkey
 
 def test_shape_is_learned_once_and_then_planned(monkeypatch):
     lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=1245, ran=600047) for i in range(learned.LEARN_AT + 3)]
-    monkeypatch.setattr(learned, "ENABLED", True)
-    cache = ShapeCache(store=False)
-    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
-    made: list[str] = []
-    real = fp._line
-    monkeypatch.setattr(fp, "_line", lambda n, t: made.append(t) or real(n, t))
+    cache, fp = _planning(monkeypatch)
+    made = _lines_through(monkeypatch, fp, "_line")
     fp.parse_block(1, "\n".join(lines))
     assert made == lines[:learned.LEARN_AT]  # the learning line and those before it took the full path
     plan = cache.learned[fixed_key(lines[0])]
@@ -126,9 +138,7 @@ def test_a_shape_whose_digits_change_its_kind_stays_on_the_full_path(monkeypatch
 def test_long_lines_are_not_counted_or_planned(monkeypatch):
     # a shape is a key of the learning tables: lines past MAX_CHARS are left to the full path
     long = "[rank1]:[E1129 11:41:55.1] ProcessGroupNCCL.cpp:632] Watchdog caught " + "x" * learned.MAX_CHARS
-    monkeypatch.setattr(learned, "ENABLED", True)
-    cache = ShapeCache(store=False)
-    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
+    cache, fp = _planning(monkeypatch)
     fp.parse_block(1, "\n".join([long] * (learned.LEARN_AT + 2)))
     assert not cache.learned and not cache.learn_seen
     assert learned.plannable(long[:learned.MAX_CHARS])
@@ -191,10 +201,8 @@ def test_a_maker_is_learned_once_and_then_used(monkeypatch):
 
     lines = [f"node{i % 7}:{100 + i}:{200 + i} [{i % 8}] NCCL INFO NCCL_IB_TIMEOUT set by environment to {20 + i % 3}."
              for i in range(40)]
-    monkeypatch.setattr(learned, "ENABLED", True)
-    cache = ShapeCache(store=False)
     sink = JobModel()
-    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=sink)
+    cache, fp = _planning(monkeypatch, sink)
     probes: list[str] = []
     real = fp._event_of
     monkeypatch.setattr(fp, "_event_of", lambda n, t, r, raw: probes.append(t) or real(n, t, r, raw))
@@ -238,10 +246,8 @@ def test_makers_are_bounded(monkeypatch):
     (each ~36 probe parses) and compiled functions."""
     from ncclsleuth.parse import fastpath
 
-    monkeypatch.setattr(learned, "ENABLED", True)
     monkeypatch.setattr(learned, "MAX_LEARNINGS", 2)
-    cache = ShapeCache(store=False)
-    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel())
+    cache, fp = _planning(monkeypatch)
     names = ["NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_NTHREADS"]
     text = "\n".join(f"node{i % 7}:{100 + i}:{200 + i} [{i % 8}] NCCL INFO {name} set by environment to {20 + i % 3}."
                      for name in names for i in range(40))
@@ -289,13 +295,9 @@ def test_step_lines_by_plan_make_the_full_paths_events(monkeypatch):
 
 def test_a_step_shape_is_learned_once_and_then_planned(monkeypatch):
     lines = [f"[rank3]: iter {100 + i}: loss 1.{1000 + i}, time: {4000 + i}.50ms" for i in range(learned.LEARN_AT + 5)]
-    monkeypatch.setattr(learned, "ENABLED", True)
-    cache = ShapeCache(store=False)
     sink = _Sink()
-    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=sink)
-    full: list[str] = []
-    real = fp._step_full
-    monkeypatch.setattr(fp, "_step_full", lambda n, t: full.append(t) or real(n, t))
+    cache, fp = _planning(monkeypatch, sink)
+    full = _lines_through(monkeypatch, fp, "_step_full")
     fp.parse_block(1, "\n".join(lines))
     assert full == lines[:learned.LEARN_AT]  # the learning line and those before it took the full path
     plan = cache.step_plans[fixed_key(lines[0])]
@@ -307,11 +309,10 @@ def test_a_makers_integers_are_shared_as_the_builders(monkeypatch):
     """A learned plan's cut integer fields are shared as ``__init__`` shares them (events.base.share_int):
     the sequence number every rank's watchdog line repeats is one object, on the full path and the plan's."""
     lines = [WATCHDOG.format(r=1000 + i, t=i, p=1000 + i, s=123456, ran=600047 + i) for i in range(learned.LEARN_AT + 4)]
-    monkeypatch.setattr(learned, "ENABLED", True)
-    cache = ShapeCache(store=False)
     got: list = []
     sink = JobModel()
     sink.add = got.append  # type: ignore[method-assign]
-    FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=sink).parse_block(1, "\n".join(lines))
+    cache, fp = _planning(monkeypatch, sink)
+    fp.parse_block(1, "\n".join(lines))
     assert cache.learned[fixed_key(lines[0])] is not learned.SLOW
     assert len(got) == len(lines) and len({id(ev.seq) for ev in got}) == 1 and got[-1].seq == 123456

@@ -241,17 +241,21 @@ def test_the_last_anchor_in_windows_is_the_last_in_the_whole_text(parts, at, win
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["step 12 loss 1.0", "noise", "", "iter 7: loss 2.0, time: 5.0ms", "x < y"]),
-                min_size=1, max_size=60), st.integers(min_value=1, max_value=10_000))
-def test_the_last_progress_and_last_lines_are_numbered_as_counted_from_the_start(lines, first):
-    """``last_line`` and ``last_progress`` number lines from the end of the block (its line ends
-    counted once, ``tail._newlines``): the numbers a count from the block's start gives."""
-    from ncclsleuth.parse.tail import last_line
+                min_size=1, max_size=60), st.integers(min_value=1, max_value=10_000), st.integers(min_value=0, max_value=60))
+def test_the_last_progress_and_last_lines_are_numbered_as_counted_from_the_start(lines, first, cut):
+    """``tail.ends`` numbers the last line and the last progress line from the end of the block
+    (its line ends counted once for both): the numbers a count from the block's start gives, as
+    ``last_line`` and ``last_progress`` on their own give them."""
+    from ncclsleuth.parse.tail import ends, last_line
 
     text = "\n".join(lines)
-    blocks = [(first, text)]
+    k = min(cut, len(lines))  # in two blocks where 0 < k < len(lines): the lines stay numbered alike
+    blocks = [(first, "\n".join(lines[:k])), (first + k, "\n".join(lines[k:]))] if 0 < k < len(lines) \
+        else [(first, text)]
     got = last_progress(blocks)
     if got is not None:  # the line at that number is the one returned
         assert text.split("\n")[got.line - first] == got.text
     one = last_line(blocks)
     if one is not None:
         assert text.split("\n")[one.line - first] == one.text
+    assert ends(blocks) == (one, got)

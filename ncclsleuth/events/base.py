@@ -83,18 +83,24 @@ _SHARED_INT_ANN = frozenset({"int", "int | None"})
 shared_int_get = _SHARED_INT.get
 
 
+def _one_of(table: dict[Any, Any], bound: int, value: Any) -> Any:
+    """The object ``table`` keeps for the values equal to ``value`` (``value`` itself when it is
+    the first); at ``bound`` values the table starts again (values that repeat are soon back)."""
+    got = table.get(value)
+    if got is None:
+        if len(table) >= bound:
+            table.clear()
+        table[value] = got = value
+    return got
+
+
 def share_int(value: int) -> int:
     """The one object of the integers equal to ``value`` this process keeps.
 
     Integers past 256 are an object each (28-32 bytes): the 8,000-rank file's events held
     457,000 of them (pids, thread ids, ranks, sequence numbers, sizes, timeouts) for 66,000
     distinct values, 13% of what the model retained.  Bounded as :func:`share`."""
-    got = _SHARED_INT.get(value)
-    if got is None:
-        if len(_SHARED_INT) >= MAX_SHARED_INT:
-            _SHARED_INT.clear()
-        _SHARED_INT[value] = got = value
-    return got
+    return _one_of(_SHARED_INT, MAX_SHARED_INT, value)
 
 
 #: ``share``'s hit, without its call: ``shared_get(v) or share(v)`` is ``share(v)`` (a miss, and an
@@ -109,12 +115,7 @@ def share(value: Any) -> Any:
     ids, phase names and levels, each a string of its own sliced from its line (~30% of
     the bytes the model retains per rank); one object per distinct value makes those a
     pointer each.  Bounded: at ``MAX_SHARED`` distinct values the table starts again."""
-    got = _SHARED.get(value)
-    if got is None:
-        if len(_SHARED) >= MAX_SHARED:
-            _SHARED.clear()
-        _SHARED[value] = got = value
-    return got
+    return _one_of(_SHARED, MAX_SHARED, value)
 
 
 def shared_as(name: str, ann: str) -> str:

@@ -51,6 +51,7 @@ from ..events.base import SHARE_LEN, field_names, share, share_int, shared_as, s
 from ..events.values import ValueRecord
 from ..util.cache import CODE
 from ..util.rxstore import rx
+from .grammar import fixed_key
 
 #: learned plans on (tests switch them off to compare)
 ENABLED = True
@@ -125,6 +126,25 @@ def plannable(line: str) -> bool:
     not longer than ``MAX_CHARS`` (its shape is a key of the tables: a hostile log of distinct
     1 MB lines would otherwise keep 100,000 such keys)."""
     return len(line) <= MAX_CHARS and line.isascii() and "\r" not in line and "\x1b" not in line
+
+
+def due(seen: dict[int, list[Any]], plans: int, key: bytes, line: str) -> tuple[str, ...] | None:
+    """Count ``line``, of shape ``key`` that has no plan yet (``seen``: the shapes counted, by their
+    hash, each with its first line; ``plans``: how many the plan table holds).  None while its plan
+    is not due; at the shape's ``LEARN_AT``-th line, where the table has room, the earlier lines its
+    plan must also hold for: the shape's first, unless that one was a hash twin's."""
+    h = hash(key)
+    got = seen.get(h)
+    if got is None:
+        if len(seen) < MAX_SEEN:
+            seen[h] = [1, line]
+        return None
+    got[0] += 1
+    if got[0] < LEARN_AT or plans >= MAX_PLANS:
+        return None
+    del seen[h]
+    first = got[1]
+    return (first,) if fixed_key(first) == key else ()
 
 
 def maker_at(line: str) -> int:

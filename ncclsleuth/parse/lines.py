@@ -31,7 +31,7 @@ from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache, fixed_key, info_key
-from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, last_line, last_progress, per_rank, ranks_in
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, per_rank, ranks_in
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -434,19 +434,8 @@ class FileParser:
         assert table is not None
         plan = table.get(key)
         if plan is None:
-            seen = self.cache.learn_seen
-            h = hash(key)
-            got = seen.get(h)
-            if got is None:
-                if len(seen) < learned.MAX_SEEN:
-                    seen[h] = [1, text]
-                return None
-            got[0] += 1
-            if got[0] < learned.LEARN_AT or len(table) >= learned.MAX_PLANS:
-                return None
-            del seen[h]
-            first = got[1]  # the shape's first line: the plan must hold for it too (not a hash twin's)
-            return self._learn(key, lineno, text, (first,) if fixed_key(first) == key else ())
+            others = learned.due(self.cache.learn_seen, len(table), key, text)
+            return None if others is None else self._learn(key, lineno, text, others)
         cls = plan.cls if plan is not learned.SLOW else None
         if plan is learned.SLOW or (cls is None and len(self._ranks) < 2):
             return None  # slow; or a line of no event, whose rank (the tail counts ranks) is not known
@@ -583,17 +572,14 @@ class FileParser:
         return ev
 
     def _step_learn(self, key: bytes, lineno: int, line: str) -> E.Event | None:
-        """A step line of a shape with no plan yet: the full way; at the shape's ``LEARN_AT``-th
-        line, its plan is derived (on a scratch parser: the probes' ranks are not this file's)."""
+        """A step line of a shape with no plan yet: the full way; when its plan is due
+        (:func:`.learned.due`, as for the other lines), it is derived on a scratch parser (the
+        probes' ranks are not this file's)."""
         ev = self._step_full(lineno, line)
         cache = self.cache
-        seen = cache.step_seen
-        n = seen.get(key, 0) + 1
-        if n < learned.LEARN_AT or len(cache.step_plans) >= learned.MAX_PLANS:
-            if len(seen) < learned.MAX_SEEN or key in seen:
-                seen[key] = n
+        others = learned.due(cache.step_seen, len(cache.step_plans), key, line)
+        if others is None:
             return ev
-        del seen[key]
         if ev is None or cache.learnings >= learned.MAX_LEARNINGS:
             cache.step_plans[key] = learned.SLOW
             return ev
@@ -604,7 +590,7 @@ class FileParser:
             got = scratch._step_full(lineno, variant)
             return None if got is None else [got]
 
-        plan = learned.derive(line, [ev], (0, 0, 0), probe)
+        plan = learned.derive(line, [ev], (0, 0, 0), probe, others)
         cache.step_plans[key] = learned.SLOW if plan is None or plan.cls is None else plan
         return ev
 
@@ -965,7 +951,7 @@ class FileParser:
             last, prog = per_rank(blocks)
             found = [(f, E.LastLine) for f in last.values()] + [(f, E.Progress) for f in prog.values()]
         else:
-            one, p = last_line(blocks), last_progress(blocks)
+            one, p = ends(blocks)
             found = ([(one, E.LastLine)] if one else []) + ([(p, E.Progress)] if p else [])
         out: list[E.Event] = []
         for f, cls in sorted(found, key=lambda t: t[0].line):

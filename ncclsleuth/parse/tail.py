@@ -179,26 +179,12 @@ def rank_of(line: str) -> int | None:
     return int(next(g for g in m.groups() if g is not None))
 
 
-#: the text whose line ends were counted last, and their number: ``last_line`` and
-#: ``last_progress`` both number lines from the end of a file's last block (a count of ~64 KB
-#: each, once per file: 16,384 per-rank files paid two)
-_COUNTED: list[tuple[str, int]] = [("", 0)]
-
-
-def _newlines(text: str) -> int:
-    """``text.count("\n")``, once for the text asked last (by identity: a block kept as read)."""
-    last = _COUNTED[0]
-    if last[0] is text:
-        return last[1]
-    n = text.count("\n")
-    _COUNTED[0] = (text, n)
-    return n
-
-
-def _lines_back(blocks: Sequence[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    """(line number, text) of the kept blocks, last line first."""
+def _lines_back(blocks: Sequence[tuple[int, str]], end: int | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text) of the kept blocks, last line first (``end``: the number of the last
+    block's last line, where the caller counted it)."""
     for first, text in reversed(blocks):
-        n = first + _newlines(text)
+        n = first + text.count("\n") if end is None else end
+        end = None
         end = len(text)
         while end >= 0:
             start = text.rfind("\n", 0, end) + 1
@@ -207,9 +193,20 @@ def _lines_back(blocks: Sequence[tuple[int, str]]) -> Iterator[tuple[int, str]]:
             end = start - 1
 
 
-def last_line(blocks: Sequence[tuple[int, str]]) -> Found | None:
-    """The last non-empty line."""
-    for n, s in _lines_back(blocks):
+def ends(blocks: Sequence[tuple[int, str]]) -> tuple[Found | None, Found | None]:
+    """The last line and the last progress line of a file of one rank, both numbered from the
+    end of the last block: its line ends counted once (a scan of ~64 KB a file, which
+    16,384 per-rank files paid twice)."""
+    if not blocks:
+        return None, None
+    first, text = blocks[-1]
+    end = first + text.count("\n")
+    return last_line(blocks, end), last_progress(blocks, end)
+
+
+def last_line(blocks: Sequence[tuple[int, str]], end: int | None = None) -> Found | None:
+    """The last non-empty line (``end``: as for :func:`_lines_back`)."""
+    for n, s in _lines_back(blocks, end):
         if s.strip():
             return Found(n, s)
     return None
@@ -235,9 +232,11 @@ def _last_anchor(text: str, pos: int) -> int:
         width *= 4
 
 
-def last_progress(blocks: Sequence[tuple[int, str]]) -> Found | None:
-    """The last progress line of a file of one rank (literal search backwards)."""
+def last_progress(blocks: Sequence[tuple[int, str]], end: int | None = None) -> Found | None:
+    """The last progress line of a file of one rank (literal search backwards; ``end``: as for
+    :func:`_lines_back`, then its line is numbered from the end, where it most often is)."""
     tries = 0
+    last = end  # the last block's last line number (the blocks are walked from it)
     for first, text in reversed(blocks):
         pos = len(text)
         while tries < _TRIES:
@@ -245,16 +244,17 @@ def last_progress(blocks: Sequence[tuple[int, str]]) -> Found | None:
             if cand < 0:
                 break
             start = text.rfind("\n", 0, cand) + 1
-            end = text.find("\n", cand)
-            line = text[start:] if end < 0 else text[start:end]
+            stop = text.find("\n", cand)
+            line = text[start:] if stop < 0 else text[start:stop]
             tries += 1
             p = progress(line)
             if p is not None:
-                # counted from the end: a progress line is most often near it
-                return Found(first + _newlines(text) - text.count("\n", start), line, p)
+                n = first + text.count("\n", 0, start) if last is None else last - text.count("\n", start)
+                return Found(n, line, p)
             pos = start
             if pos == 0:
                 break
+        last = None
     return None
 
 

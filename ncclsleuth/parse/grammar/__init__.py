@@ -225,7 +225,7 @@ class ShapeCache:
         #: position-exact shape of step-timing lines -> learned plan, and lines met until then
         #: (``FileParser._step_event``: those lines are sampled apart from the others)
         self.step_plans: dict[bytes, Any] = {}
-        self.step_seen: dict[bytes, int] = {}
+        self.step_seen: dict[int, list[Any]] = {}
         #: learnings tried (makers and learned plans: ``learned.MAX_LEARNINGS`` at most)
         self.learnings = 0
         self.hits = self.misses = self.parses = 0

@@ -1,0 +1,316 @@
+"""The speed and memory targets of issue 16, each measured the way the issue states it, in one run.
+
+  python bench/targets.py                     every check (~6 min on 2 cores once the logs exist;
+                                              generating them takes ~1.5 min the first time)
+  python bench/targets.py --only 8k,noise     some checks (8k, 16k, per-rank, noise, cold)
+  python bench/targets.py --before "start=env PYTHONPATH=/tmp/base python -m ncclsleuth"
+                                              ... and another build in the same run, alternating
+
+The checks and their targets:
+
+  8k        one file holding every rank of an 8,000-rank job, ~1M lines, ~70% NCCL:
+            ``analyze --jobs 1`` >= 0.35x the baseline; ``--jobs 2`` >= 1.6x ``--jobs 1``;
+            peak RSS <= 80 MB (each build's largest process)
+  16k       16,384 ranks in per-rank files, ~10M lines: ``--jobs 2`` <= 15 s, peak RSS <= 400 MB
+  per-rank  memory per rank: peak RSS of ``--jobs 1`` on 2,048 and 4,096 per-rank files (the 16k
+            job's mix); (RSS(4,096) - RSS(2,048)) / 2,048 a rank; a 100,000-rank job projected
+            from it (RSS(4,096) + 95,904 ranks x that) <= 1 GB
+  noise     1M lines of training output, 16 per-rank files (``generate.py``'s defaults): ``--jobs 1``
+            >= 0.6x the baseline
+  cold      a 200-line paste (the end of a 16-rank desync): ``analyze`` <= 4x ``python -c pass``,
+            both run by the interpreter that runs this script
+
+The baseline is ``bench/run.py``'s (a binary ``readline`` of every line, UTF-8 decode, one anchored
+prefix regex), measured in the same round-robin as the tools, so the load of the machine falls on
+every command alike.  Every ``analyze`` output is kept per command and compared: ``--jobs 1`` and
+``--jobs 2`` (and the builds of ``--before``) must write the same report byte for byte.
+
+The logs are generated under ``bench/out/targets/`` and kept (each with its manifest: a log whose
+manifest does not match the check's options is generated again).  MB here is 10^6 bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "out", "targets")
+
+
+def _run_module() -> Any:
+    """``bench/run.py`` (measuring, generating, the baseline), loaded by path: bench is no package."""
+    spec = importlib.util.spec_from_file_location("ncclsleuth_bench_run", os.path.join(HERE, "run.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+R = _run_module()
+MB = 1e6
+
+#: name -> generator options of each check's logs (``--target-lines`` as ``lines``)
+LOGS: dict[str, dict[str, Any]] = {
+    "8k": {"ranks": 8000, "comms": 2, "channels": 24, "lines": 1_000_000, "layout": "one-file"},
+    "16k": {"ranks": 16384, "comms": 3, "channels": 32, "lines": 10_000_000, "layout": "per-rank-files"},
+    "r2048": {"ranks": 2048, "comms": 3, "channels": 32, "lines": 2048 * 610, "layout": "per-rank-files"},
+    "r4096": {"ranks": 4096, "comms": 3, "channels": 32, "lines": 4096 * 610, "layout": "per-rank-files"},
+    # generate.py's defaults: 16 ranks, one communicator, nothing injected (0.1% NCCL lines)
+    "noise": {"ranks": 16, "comms": 1, "channels": 32, "lines": 1_000_000, "layout": "per-rank-files",
+              "inject": "none"},
+}
+CHECKS = ("8k", "16k", "per-rank", "noise", "cold")
+#: ranks of the projected job
+PROJECTED_RANKS = 100_000
+
+
+def logs(name: str) -> str:
+    """The check's logs, generated unless a matching set is there (the 10M-line job takes ~1 min)."""
+    opts = dict(LOGS[name])
+    out = os.path.join(ROOT, name)
+    man_path = out + ".manifest.json"
+    want = {k: v for k, v in opts.items() if k != "lines"}
+    try:
+        with open(man_path) as f:
+            man = json.load(f)
+        if all(man.get(k) == v for k, v in want.items()) and os.path.isdir(out):
+            return os.path.join(out, "job.log") if opts["layout"] == "one-file" else out
+    except (OSError, ValueError):
+        pass
+    defaults = argparse.Namespace(ranks=64, per_host=8, comms=3, channels=32, layout="per-rank-files",
+                                  inject="desync", nccl_version="2.23", seed=1, gzip=False)
+    man = R.gen(out, opts.pop("lines"), defaults, **opts)
+    with open(man_path, "w") as f:
+        json.dump(man, f, indent=1)
+    return os.path.join(out, "job.log") if opts["layout"] == "one-file" else out
+
+
+class Round:
+    """Commands measured round-robin on one input; each ``analyze`` output kept for comparison."""
+
+    def __init__(self, path: str, tmp: str) -> None:
+        self.path, self.tmp = path, tmp
+        self.runs: dict[str, list[dict[str, Any]]] = {}
+        self.outputs: dict[str, str] = {}
+
+    def measure(self, name: str, cmd: list[str], keep: bool = True) -> None:
+        out = os.path.join(self.tmp, f"{len(self.outputs)}-{name.replace(' ', '_').replace('/', '_')}.out")
+        m = R.measure(cmd + [self.path], stdout_path=out if keep else None)
+        self.runs.setdefault(name, []).append(m)
+        if keep:
+            self.outputs.setdefault(name, out)
+
+    def median(self, name: str) -> dict[str, Any]:
+        return R._median(self.runs[name])
+
+    def walls(self, name: str) -> str:
+        return "-".join(f"{w:.2f}" for w in sorted(r["wall"] for r in self.runs[name]))
+
+    def rss_mb(self, name: str) -> float:
+        return max(r["rss_kb"] for r in self.runs[name]) * 1024 / MB
+
+    def same(self, names: list[str]) -> bool:
+        """Whether the given commands wrote the same report (their first runs)."""
+        first = self.outputs[names[0]]
+        return all(filecmp.cmp(first, self.outputs[n], shallow=False) for n in names[1:])
+
+
+def analyze(exe: list[str], jobs: int) -> list[str]:
+    return exe + ["analyze", "--format", "json", "--jobs", str(jobs)]
+
+
+def baseline_cmd() -> list[str]:
+    return [sys.executable, os.path.join(HERE, "run.py"), "--_baseline"]
+
+
+def _met(ok: bool) -> str:
+    return "**met**" if ok else "not met"
+
+
+def check_8k(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
+    path = logs("8k")
+    R.warm([path])
+    rd = Round(path, tmp)
+    for _ in range(repeat):
+        rd.measure("baseline", baseline_cmd(), keep=False)
+        for name, exe in tools:
+            for j in (1, 2):
+                rd.measure(f"{name} --jobs {j}", analyze(exe, j))
+    base = rd.median("baseline")["wall"]
+    rows = []
+    for name, _ in tools:
+        j1, j2 = rd.median(f"{name} --jobs 1"), rd.median(f"{name} --jobs 2")
+        rss = max(rd.rss_mb(f"{name} --jobs 1"), rd.rss_mb(f"{name} --jobs 2"))
+        same = rd.same([f"{n} --jobs {j}" for n, _ in tools for j in (1, 2)])
+        rows += [
+            [f"8k {name}", "`--jobs 1` / baseline", ">= 0.35x",
+             f"{base / j1['wall']:.2f}x ({rd.walls(name + ' --jobs 1')} s; baseline {rd.walls('baseline')} s)",
+             _met(base / j1["wall"] >= 0.35)],
+            [f"8k {name}", "`--jobs 2` / `--jobs 1`", ">= 1.6x",
+             f"{j1['wall'] / j2['wall']:.2f}x ({rd.walls(name + ' --jobs 2')} s)", _met(j1["wall"] / j2["wall"] >= 1.6)],
+            [f"8k {name}", "peak RSS", "<= 80 MB", f"{rss:.0f} MB ({rss * MB / 2**20:.0f} MiB)", _met(rss <= 80)],
+            [f"8k {name}", "reports identical (`--jobs 1`, `--jobs 2`, every build)", "same bytes",
+             "same" if same else "DIFFERENT", _met(same)],
+        ]
+    return rows
+
+
+def check_16k(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
+    path = logs("16k")
+    R.warm([path])
+    rd = Round(path, tmp)
+    for _ in range(repeat):
+        for name, exe in tools:
+            rd.measure(f"{name} --jobs 2", analyze(exe, 2))
+    rows = []
+    for name, _ in tools:
+        j2 = rd.median(f"{name} --jobs 2")
+        rss = rd.rss_mb(f"{name} --jobs 2")
+        rows += [
+            [f"16k {name}", "`--jobs 2` wall", "<= 15 s", f"{j2['wall']:.2f} s ({rd.walls(name + ' --jobs 2')}; "
+             f"CPU {j2['cpu']:.1f} s)", _met(j2["wall"] <= 15)],
+            [f"16k {name}", "peak RSS", "<= 400 MB", f"{rss:.0f} MB", _met(rss <= 400)],
+        ]
+    if len(tools) > 1:
+        same = rd.same([f"{n} --jobs 2" for n, _ in tools])
+        rows.append(["16k", "reports identical (every build)", "same bytes", "same" if same else "DIFFERENT",
+                     _met(same)])
+    return rows
+
+
+def check_per_rank(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
+    small, big = logs("r2048"), logs("r4096")
+    n_small, n_big = LOGS["r2048"]["ranks"], LOGS["r4096"]["ranks"]
+    rds = {p: Round(p, tmp) for p in (small, big)}
+    for _ in range(repeat):
+        for p, rd in rds.items():
+            R.warm([p])
+            for name, exe in tools:
+                rd.measure(f"{name} --jobs 1", analyze(exe, 1), keep=False)
+    rows = []
+    for name, _ in tools:
+        a, b = rds[small].rss_mb(f"{name} --jobs 1"), rds[big].rss_mb(f"{name} --jobs 1")
+        per = (b - a) / (n_big - n_small)  # MB a rank
+        projected = b + per * (PROJECTED_RANKS - n_big)
+        rows += [
+            [f"per-rank {name}", f"peak RSS at {n_small:,} / {n_big:,} ranks (`--jobs 1`)", "",
+             f"{a:.0f} / {b:.0f} MB: {per * MB / 1024:.1f} KiB a rank", ""],
+            [f"per-rank {name}", f"projected at {PROJECTED_RANKS:,} ranks", "<= 1 GB", f"{projected / 1000:.2f} GB",
+             _met(projected <= 1000)],
+        ]
+    return rows
+
+
+def check_noise(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
+    path = logs("noise")
+    R.warm([path])
+    rd = Round(path, tmp)
+    for _ in range(repeat):
+        rd.measure("baseline", baseline_cmd(), keep=False)
+        for name, exe in tools:
+            for j in (1, 2):
+                rd.measure(f"{name} --jobs {j}", analyze(exe, j))
+    base = rd.median("baseline")["wall"]
+    rows = []
+    for name, _ in tools:
+        j1 = rd.median(f"{name} --jobs 1")
+        rows.append([f"noise {name}", "`--jobs 1` / baseline", ">= 0.6x",
+                     f"{base / j1['wall']:.2f}x ({rd.walls(name + ' --jobs 1')} s; baseline {rd.walls('baseline')} s)",
+                     _met(base / j1["wall"] >= 0.6)])
+    same = rd.same([f"{n} --jobs {j}" for n, _ in tools for j in (1, 2)])
+    rows.append(["noise", "reports identical (`--jobs 1`, `--jobs 2`, every build)", "same bytes",
+                 "same" if same else "DIFFERENT", _met(same)])
+    return rows
+
+
+def paste() -> str:
+    """The last 200 lines of a 16-rank desync job, as ``run.py --cold-start`` makes them."""
+    path = os.path.join(ROOT, "paste-200.log")
+    if not os.path.exists(path):
+        d = os.path.join(ROOT, "paste-job")
+        defaults = argparse.Namespace(ranks=16, per_host=8, comms=1, channels=2, layout="one-file",
+                                      inject="desync", nccl_version="2.23", seed=1, gzip=False)
+        R.gen(d, 4000, defaults)
+        with open(os.path.join(d, "job.log"), encoding="utf-8") as f:
+            lines = f.readlines()
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(lines[-200:])
+    return path
+
+
+def check_cold(tools: list[tuple[str, list[str]]], runs: int, tmp: str) -> list[list[str]]:
+    p = paste()
+    walls: dict[str, list[float]] = {"pass": []}
+    for _ in range(runs):
+        walls["pass"].append(R.measure([sys.executable, "-c", "pass"])["wall"])
+        for name, exe in tools:
+            walls.setdefault(name, []).append(R.measure(exe + ["analyze", "--format", "json", p])["wall"])
+    bare = statistics.median(walls["pass"])
+    rows = []
+    for name, _ in tools:
+        t = statistics.median(walls[name])
+        rows.append([f"cold {name}", "200-line paste / `python -c pass`", "<= 4x",
+                     f"{t / bare:.2f}x ({t * 1000:.0f} ms / {bare * 1000:.0f} ms, median of {runs})",
+                     _met(t / bare <= 4)])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--only", default=",".join(CHECKS), help=f"comma list of checks ({', '.join(CHECKS)})")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds per check (16k, per-rank: at most 2)")
+    ap.add_argument("--cold-runs", type=int, default=20)
+    ap.add_argument("--before", action="append", metavar="[NAME=]COMMAND",
+                    help="another ncclsleuth command measured in the same rounds (repeatable)")
+    ap.add_argument("--json", help="also write the rows to this JSON file")
+    a = ap.parse_args(argv)
+    only = [c.strip() for c in a.only.split(",") if c.strip()]
+    unknown = [c for c in only if c not in CHECKS]
+    if unknown:
+        ap.error(f"unknown check(s): {', '.join(unknown)} (known: {', '.join(CHECKS)})")
+    tools: list[tuple[str, list[str]]] = []
+    for spec in a.before or ():
+        name, eq, cmd = spec.partition("=")
+        tools.append((name, cmd.split()) if eq and " " not in name else ("before", spec.split()))
+    tools.append(("head", R.ncclsleuth_cmd()))
+    os.makedirs(ROOT, exist_ok=True)
+    m = R.machine()
+    m["bytecode"] = R.ensure_bytecode()
+    print(R.machine_md(m), flush=True)
+    rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix="ncclsleuth-targets-") as tmp:
+        for check in only:
+            print(f"... {check}", flush=True)
+            if check == "8k":
+                rows += check_8k(tools, a.repeat, tmp)
+            elif check == "16k":
+                rows += check_16k(tools, min(a.repeat, 2), tmp)
+            elif check == "per-rank":
+                rows += check_per_rank(tools, min(a.repeat, 2), tmp)
+            elif check == "noise":
+                rows += check_noise(tools, a.repeat, tmp)
+            else:
+                rows += check_cold(tools, a.cold_runs, tmp)
+    load = os.getloadavg()
+    print(f"\nIssue 16's targets, {a.repeat} round(s) a check (16k and per-rank: {min(a.repeat, 2)}), commands "
+          f"alternating; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end.\n")
+    print("| check | what | target | measured | |\n|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print("\n" + R.machine_md(m))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows, "machine": m, "load": load}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

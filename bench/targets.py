@@ -41,6 +41,7 @@ import tempfile
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: where the logs are generated and kept (``--out``)
 ROOT = os.path.join(HERE, "out", "targets")
 
 
@@ -69,6 +70,13 @@ LOGS: dict[str, dict[str, Any]] = {
 CHECKS = ("8k", "16k", "per-rank", "noise", "cold")
 #: ranks of the projected job
 PROJECTED_RANKS = 100_000
+
+
+def projected(rss_small: float, rss_big: float, n_small: int, n_big: int, n: int) -> tuple[float, float]:
+    """(memory a rank, memory at ``n`` ranks) from the peak RSS of two jobs of ``n_small`` and
+    ``n_big`` ranks: a straight line through the two, extended from the bigger one."""
+    per = (rss_big - rss_small) / (n_big - n_small)
+    return per, rss_big + per * (n - n_big)
 
 
 def logs(name: str) -> str:
@@ -197,13 +205,12 @@ def check_per_rank(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) ->
     rows = []
     for name, _ in tools:
         a, b = rds[small].rss_mb(f"{name} --jobs 1"), rds[big].rss_mb(f"{name} --jobs 1")
-        per = (b - a) / (n_big - n_small)  # MB a rank
-        projected = b + per * (PROJECTED_RANKS - n_big)
+        per, at_n = projected(a, b, n_small, n_big, PROJECTED_RANKS)  # MB
         rows += [
             [f"per-rank {name}", f"peak RSS at {n_small:,} / {n_big:,} ranks (`--jobs 1`)", "",
              f"{a:.0f} / {b:.0f} MB: {per * MB / 1024:.1f} KiB a rank", ""],
-            [f"per-rank {name}", f"projected at {PROJECTED_RANKS:,} ranks", "<= 1 GB", f"{projected / 1000:.2f} GB",
-             _met(projected <= 1000)],
+            [f"per-rank {name}", f"projected at {PROJECTED_RANKS:,} ranks", "<= 1 GB", f"{at_n / 1000:.2f} GB",
+             _met(at_n <= 1000)],
         ]
     return rows
 
@@ -263,6 +270,7 @@ def check_cold(tools: list[tuple[str, list[str]]], runs: int, tmp: str) -> list[
 
 
 def main(argv: list[str] | None = None) -> int:
+    global ROOT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--only", default=",".join(CHECKS), help=f"comma list of checks ({', '.join(CHECKS)})")
@@ -271,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", action="append", metavar="[NAME=]COMMAND",
                     help="another ncclsleuth command measured in the same rounds (repeatable)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--out", default=ROOT, help="where the logs are generated and kept (default: %(default)s)")
     a = ap.parse_args(argv)
+    ROOT = a.out
     only = [c.strip() for c in a.only.split(",") if c.strip()]
     unknown = [c for c in only if c not in CHECKS]
     if unknown:

@@ -1,0 +1,59 @@
+"""bench/targets.py, issue 16's scorecard: its arithmetic and one cheap check run end to end."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "targets.py"
+
+
+def _targets():
+    spec = importlib.util.spec_from_file_location("ncclsleuth_bench_targets", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_projection_is_the_line_through_the_two_jobs():
+    t = _targets()
+    # 74 MB at 2,048 ranks and 114 MB at 4,096: 40 MB for 2,048 more ranks
+    per, at = t.projected(74.0, 114.0, 2048, 4096, 100_000)
+    assert per == pytest.approx(40.0 / 2048)
+    assert at == pytest.approx(114.0 + 40.0 / 2048 * (100_000 - 4096))
+    # no growth: the projection is the bigger job's own peak
+    assert t.projected(50.0, 50.0, 10, 20, 1000) == (0.0, 50.0)
+
+
+def test_every_check_has_its_logs_or_is_the_paste():
+    t = _targets()
+    assert set(t.CHECKS) == {"8k", "16k", "per-rank", "noise", "cold"}
+    for name in ("8k", "16k", "r2048", "r4096", "noise"):
+        assert {"ranks", "lines", "layout"} <= set(t.LOGS[name])
+    assert t.LOGS["8k"]["layout"] == "one-file" and t.LOGS["8k"]["ranks"] == 8000
+    assert t.LOGS["16k"]["ranks"] == 16384 and t.LOGS["16k"]["lines"] == 10_000_000
+
+
+def test_cold_check_runs_and_reports_a_row(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), "--only", "cold", "--cold-runs", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| cold head |")]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[1] == "200-line paste / `python -c pass`" and cells[2] == "<= 4x"
+    assert cells[3].split("x ")[0].replace(".", "").isdigit()  # the ratio, then the two medians
+    assert cells[4] in ("**met**", "not met")
+    assert (tmp_path / "paste-200.log").read_text(encoding="utf-8").count("\n") == 200
+
+
+def test_unknown_check_is_a_usage_error(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), "--only", "cold,bogus", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "unknown check(s): bogus" in r.stderr

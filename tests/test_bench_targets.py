@@ -44,11 +44,14 @@ def test_cold_check_runs_and_reports_a_row(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| cold head |")]
-    assert len(rows) == 1
+    assert len(rows) == 2
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[1] == "200-line paste / `python -c pass`" and cells[2] == "<= 4x"
     assert cells[3].split("x ")[0].replace(".", "").isdigit()  # the ratio, then the two medians
     assert cells[4] in ("**met**", "not met")
+    served = [c.strip() for c in rows[1].strip("|").split("|")]
+    assert served[1] == "the same paste to `ncclsleuth serve` (per request)"
+    assert served[3].endswith(" ms (median of 1)") and float(served[3].split(" ms")[0]) > 0
     assert (tmp_path / "paste-200.log").read_text(encoding="utf-8").count("\n") == 200
 
 

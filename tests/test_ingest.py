@@ -156,3 +156,29 @@ def test_a_blocks_line_count_is_its_newlines_plus_one(tmp_path, data, block):
         counts.append(reader.block_lines)
     if not data.startswith((b"\xff\xfe", b"\xfe\xff")) and b"\x00" not in data:  # read by blocks, not re-blocked
         assert all(n > 0 for n in counts), counts
+
+
+def test_a_file_reached_twice_is_read_once(tmp_path):
+    """The walk names a file by its folder's real path and its name (one realpath a folder):
+    the same file given on the command line, through a link inside the folder, or through a
+    linked folder inside it is still one input, read under its first name."""
+    root = tmp_path / "job"
+    (root / "sub").mkdir(parents=True)
+    (root / "rank0.log").write_text("a\n")
+    (root / "sub" / "rank1.log").write_text("b\n")
+    (root / "zz-alias.log").symlink_to(root / "rank0.log")  # a link to a file inside: followed, once
+    (tmp_path / "job-link").symlink_to(root)  # the folder through a link to it
+    found = discover([str(root / "rank0.log"), str(root), str(tmp_path / "job-link")])
+    assert [f.path for f in found.files] == [str(root / "rank0.log"), str(root / "sub" / "rank1.log")]
+    # the linked folder's files were all read: said so, not "no readable log files"
+    assert [(n.path, n.message, n.severity) for n in found.notices] == [
+        (str(tmp_path / "job-link"), "every log file in it was read already under another name (3)", "info")]  # rank0, zz-alias, sub/rank1
+
+
+def test_a_walked_folder_that_is_a_link_names_its_files_by_the_link(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "rank0.log").write_text("a\n")
+    (tmp_path / "alias").symlink_to(real)
+    found = discover([str(tmp_path / "alias")])
+    assert [f.path for f in found.files] == [str(tmp_path / "alias" / "rank0.log")]

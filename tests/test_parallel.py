@@ -327,3 +327,28 @@ def test_a_failed_fork_leaves_the_work_to_the_processes_that_started(monkeypatch
     monkeypatch.setattr(os, "fork", always_fails)  # no worker at all: this process parses every run
     results = list(P.parallel_results(files, 2, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
+
+
+def test_worth_parallel_counts_sizes_only_until_there_is_enough(tmp_path, monkeypatch):
+    from ncclsleuth.ingest.sources import InputFile
+    from ncclsleuth.parallel import local
+
+    small = tmp_path / "small.log"
+    small.write_bytes(b"x" * 1000)
+    big = tmp_path / "big.log"
+    with open(big, "wb") as f:  # sparse: its size, not its bytes
+        f.truncate(local.PARALLEL_MIN_BYTES)
+    files = [InputFile(str(small)), InputFile(str(big))] + [InputFile(str(tmp_path / f"r{i}.log")) for i in range(500)]
+    asked: list[str] = []
+    real = local.os.path.getsize
+
+    def getsize(path):
+        asked.append(path)
+        return real(path)
+
+    monkeypatch.setattr(local.os.path, "getsize", getsize)
+    assert local.worth_parallel(files, 2)
+    assert asked == [str(small), str(big)]  # the 500 others (missing here) were never asked
+    assert not local.worth_parallel(files[:1], 2)  # one file: one process
+    assert not local.worth_parallel(files[:2], 1)  # --jobs 1
+    assert not local.worth_parallel([InputFile(str(small)), InputFile(str(small))], 2)  # too few bytes

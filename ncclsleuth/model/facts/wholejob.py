@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import field
 
 from ... import events as E
 from ...util.classes import dataclass
@@ -45,10 +44,10 @@ MINORITY_MAX = 8
 
 @dataclass(slots=True)  # one per rank: no dict each
 class Report:
-    """What one member reported: its lines with their verdicts, the first of each kind."""
+    """What one member reported: the first of its lines of each kind, with its verdict (the
+    other lines are not kept: at 16,384 ranks a list and its pairs each were ~0.2 KiB a rank)."""
 
     m: Member
-    lines: list[tuple[E.Event, Said]] = field(default_factory=list)
     own: tuple[E.Event, Said] | None = None
     lost: tuple[E.Event, Said] | None = None
     waited: tuple[E.Event, Said] | None = None
@@ -71,8 +70,8 @@ def picture(model: JobModel) -> list[Report]:
         return hit[1]  # type: ignore[return-value]
     out: list[Report] = []
     for m in ms:
-        r = Report(m, lines_of([m.traceback, m.first_problem, m.watchdog, m.mismatch, m.last_problem]))
-        for ev, s in r.lines:
+        r = Report(m)
+        for ev, s in lines_of([m.traceback, m.first_problem, m.watchdog, m.mismatch, m.last_problem]):
             if s.what == "own" and r.own is None:
                 r.own = (ev, s)
             elif s.what == "lost" and r.lost is None:

@@ -150,3 +150,27 @@ def test_s3_single_object_glob_and_missing_prefix(tmp_path, s3):
     assert res.exit_code == 0 and res.stdout.count("s3://logs2/j/nccl.") >= 8
     res = CliRunner().invoke(main, ["analyze", "s3://logs2/nothing-here", "-j", "1"])
     assert res.exit_code == 2 and "no such file or folder" in res.stderr
+
+
+def test_a_remote_folder_given_twice_says_its_files_were_read(tmp_path):
+    """As for a local folder: the second listing reads nothing new, and says why (not "no readable
+    log files")."""
+    pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from ncclsleuth.ingest.remote import LazyDiscovery
+
+    fs = MemoryFileSystem()
+    fs.pipe("/twice/job/rank0.log", b"a\n")
+    fs.pipe("/twice/job/rank1.log", b"b\n")
+    fs.pipe("/twice/empty/notes.png", b"\x89PNG")
+    try:
+        found = LazyDiscovery(["memory://twice/job", "memory://twice/job", "memory://twice/empty"])
+        files = [f.path for f in found]
+    finally:
+        fs.rm("/twice", recursive=True)
+    assert files == ["memory:///twice/job/rank0.log", "memory:///twice/job/rank1.log"]
+    assert [(n.path, n.message, n.severity) for n in found.notices] == [
+        ("memory://twice/job", "every log file in it was read already under another name (2)", "info"),
+        ("memory:///twice/empty/notes.png", "not a log file (by its extension), skipped", "info"),
+        ("memory://twice/empty", "folder holds no readable log files", "warning")]

@@ -203,14 +203,20 @@ class LazyDiscovery:
             entries = self._walk(fs, path, url)
         elif info is not None:
             entries = [(path, info)]
-        yielded = 0
+        yielded = again = 0
         for key, meta in entries:
+            known = len(seen)
             f = self._make(fs, key, meta, protocol, opts, seen)
             if f is not None:
                 yielded += 1
                 yield f
+            elif len(seen) == known:  # listed already under this URL (the folder given twice)
+                again += 1
         if info is not None and info.get("type") == "directory" and not yielded:
-            self.notices.append(Notice(url, "folder holds no readable log files"))
+            # as a local folder says it (ingest.sources._walk): not "no readable files" when they were read
+            self.notices.append(
+                Notice(url, f"every log file in it was read already under another name ({again})", "info")
+                if again else Notice(url, "folder holds no readable log files"))
 
     def _walk(self, fs, root: str, url: str) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[no-untyped-def]
         """Top-down, sorted like ``os.walk`` in :func:`ingest.sources.discover`: a folder's files,

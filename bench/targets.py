@@ -143,32 +143,47 @@ def _met(ok: bool) -> str:
     return "**met**" if ok else "not met"
 
 
-def check_8k(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
-    path = logs("8k")
+def against_baseline(name: str, tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> Round:
+    """Rounds of the baseline and every build's ``--jobs 1`` and ``--jobs 2`` on check ``name``'s logs."""
+    path = logs(name)
     R.warm([path])
     rd = Round(path, tmp)
     for _ in range(repeat):
         rd.measure("baseline", baseline_cmd(), keep=False)
-        for name, exe in tools:
+        for tool, exe in tools:
             for j in (1, 2):
-                rd.measure(f"{name} --jobs {j}", analyze(exe, j))
-    base = rd.median("baseline")["wall"]
+                rd.measure(f"{tool} --jobs {j}", analyze(exe, j))
+    return rd
+
+
+def baseline_row(check: str, tool: str, rd: Round, least: float) -> list[str]:
+    """The row of ``tool``'s ``--jobs 1`` against the baseline: at least ``least`` times its speed."""
+    base, j1 = rd.median("baseline")["wall"], rd.median(f"{tool} --jobs 1")["wall"]
+    return [f"{check} {tool}", "`--jobs 1` / baseline", f">= {least}x",
+            f"{base / j1:.2f}x ({rd.walls(tool + ' --jobs 1')} s; baseline {rd.walls('baseline')} s)",
+            _met(base / j1 >= least)]
+
+
+def same_row(check: str, tools: list[tuple[str, list[str]]], rd: Round) -> list[str]:
+    """The row saying whether every build's ``--jobs 1`` and ``--jobs 2`` wrote the same report."""
+    same = rd.same([f"{n} --jobs {j}" for n, _ in tools for j in (1, 2)])
+    return [check, "reports identical (`--jobs 1`, `--jobs 2`, every build)", "same bytes",
+            "same" if same else "DIFFERENT", _met(same)]
+
+
+def check_8k(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
+    rd = against_baseline("8k", tools, repeat, tmp)
     rows = []
     for name, _ in tools:
         j1, j2 = rd.median(f"{name} --jobs 1"), rd.median(f"{name} --jobs 2")
         rss = max(rd.rss_mb(f"{name} --jobs 1"), rd.rss_mb(f"{name} --jobs 2"))
-        same = rd.same([f"{n} --jobs {j}" for n, _ in tools for j in (1, 2)])
         rows += [
-            [f"8k {name}", "`--jobs 1` / baseline", ">= 0.35x",
-             f"{base / j1['wall']:.2f}x ({rd.walls(name + ' --jobs 1')} s; baseline {rd.walls('baseline')} s)",
-             _met(base / j1["wall"] >= 0.35)],
+            baseline_row("8k", name, rd, 0.35),
             [f"8k {name}", "`--jobs 2` / `--jobs 1`", ">= 1.6x",
              f"{j1['wall'] / j2['wall']:.2f}x ({rd.walls(name + ' --jobs 2')} s)", _met(j1["wall"] / j2["wall"] >= 1.6)],
             [f"8k {name}", "peak RSS", "<= 80 MB", f"{rss:.0f} MB ({rss * MB / 2**20:.0f} MiB)", _met(rss <= 80)],
-            [f"8k {name}", "reports identical (`--jobs 1`, `--jobs 2`, every build)", "same bytes",
-             "same" if same else "DIFFERENT", _met(same)],
         ]
-    return rows
+    return rows + [same_row("8k", tools, rd)]
 
 
 def check_16k(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
@@ -217,25 +232,8 @@ def check_per_rank(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) ->
 
 
 def check_noise(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
-    path = logs("noise")
-    R.warm([path])
-    rd = Round(path, tmp)
-    for _ in range(repeat):
-        rd.measure("baseline", baseline_cmd(), keep=False)
-        for name, exe in tools:
-            for j in (1, 2):
-                rd.measure(f"{name} --jobs {j}", analyze(exe, j))
-    base = rd.median("baseline")["wall"]
-    rows = []
-    for name, _ in tools:
-        j1 = rd.median(f"{name} --jobs 1")
-        rows.append([f"noise {name}", "`--jobs 1` / baseline", ">= 0.6x",
-                     f"{base / j1['wall']:.2f}x ({rd.walls(name + ' --jobs 1')} s; baseline {rd.walls('baseline')} s)",
-                     _met(base / j1["wall"] >= 0.6)])
-    same = rd.same([f"{n} --jobs {j}" for n, _ in tools for j in (1, 2)])
-    rows.append(["noise", "reports identical (`--jobs 1`, `--jobs 2`, every build)", "same bytes",
-                 "same" if same else "DIFFERENT", _met(same)])
-    return rows
+    rd = against_baseline("noise", tools, repeat, tmp)
+    return [baseline_row("noise", name, rd, 0.6) for name, _ in tools] + [same_row("noise", tools, rd)]
 
 
 def paste() -> str:

@@ -10,7 +10,7 @@ from ncclsleuth import api
 from ncclsleuth import events as E
 from ncclsleuth.model.facts.said import said, strip_prefixes
 from ncclsleuth.model.members import members
-from ncclsleuth.parse.tail import last_progress, per_rank, progress
+from ncclsleuth.parse.tail import Found, last_progress, per_rank, progress
 from ncclsleuth.util.clock import Stamp, earlier, stamp
 
 
@@ -259,3 +259,15 @@ def test_the_last_progress_and_last_lines_are_numbered_as_counted_from_the_start
     if one is not None:
         assert text.split("\n")[one.line - first] == one.text
     assert ends(blocks) == (one, got)
+
+
+def test_the_last_line_before_a_last_block_of_blank_lines_keeps_its_number():
+    """The last line in a block before a last block of blank lines: numbered in its own block
+    (4dda1a7 had reused the name of the given end for the scan position, so such a line was
+    numbered -1: a file whose last 64 KB block held only line ends)."""
+    from ncclsleuth.parse.tail import ends, last_line
+
+    blocks = [(1, "a\nstep 12 loss 1.0\nb"), (4, "\n\n")]
+    assert last_line(blocks) == Found(3, "b")
+    assert ends(blocks) == (Found(3, "b"), Found(2, "step 12 loss 1.0", progress("step 12 loss 1.0")))
+

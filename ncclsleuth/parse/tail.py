@@ -184,13 +184,13 @@ def _lines_back(blocks: Sequence[tuple[int, str]], end: int | None = None) -> It
     block's last line, where the caller counted it)."""
     for first, text in reversed(blocks):
         n = first + text.count("\n") if end is None else end
-        end = None
-        end = len(text)
-        while end >= 0:
-            start = text.rfind("\n", 0, end) + 1
-            yield n, text[start:end]
+        end = None  # given for the last block only
+        stop = len(text)
+        while stop >= 0:
+            start = text.rfind("\n", 0, stop) + 1
+            yield n, text[start:stop]
             n -= 1
-            end = start - 1
+            stop = start - 1
 
 
 def ends(blocks: Sequence[tuple[int, str]]) -> tuple[Found | None, Found | None]:

@@ -27,7 +27,7 @@ from dataclasses import field
 from typing import Any, BinaryIO
 
 from ..util.classes import dataclass
-from .sources import SKIP_SUFFIXES, Discovery, InputFile, MissingDependency, Notice, discover
+from .sources import SKIP_SUFFIXES, Discovery, InputFile, MissingDependency, Notice, discover, empty_folder
 
 INSTALL_HINT = "pip install 'ncclsleuth[dask]'"
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -213,10 +213,7 @@ class LazyDiscovery:
             elif len(seen) == known:  # listed already under this URL (the folder given twice)
                 again += 1
         if info is not None and info.get("type") == "directory" and not yielded:
-            # as a local folder says it (ingest.sources._walk): not "no readable files" when they were read
-            self.notices.append(
-                Notice(url, f"every log file in it was read already under another name ({again})", "info")
-                if again else Notice(url, "folder holds no readable log files"))
+            self.notices.append(empty_folder(url, again))
 
     def _walk(self, fs, root: str, url: str) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[no-untyped-def]
         """Top-down, sorted like ``os.walk`` in :func:`ingest.sources.discover`: a folder's files,

@@ -213,14 +213,14 @@ def _walk(root: str, out: Discovery, seen: set[str], lim: Limits) -> None:
             if is_dir:
                 subs.append(e.path)
             elif not e.name.startswith("."):
-                if is_link:
-                    again += not _add_file(e.path, out, seen)
-                    continue
                 # a file that is no link is its folder's real path and its name: one realpath a
                 # folder, not one a file (a path component's lstat each: 4 of a file's 6 system
                 # calls in a folder of 16,384 rank logs)
-                real_folder = real_folder or os.path.realpath(folder)
-                again += not _add_file(e.path, out, seen, e, os.path.join(real_folder, e.name))
+                real = None
+                if not is_link:
+                    real_folder = real_folder or os.path.realpath(folder)
+                    real = os.path.join(real_folder, e.name)
+                again += not _add_file(e.path, out, seen, e, real)
         if subs and depth >= lim.max_depth:
             out.notices.append(Notice(folder, f"{len(subs)} folder(s) nested more than {lim.max_depth} levels below "
                                               f"{root}: not read (--max-depth to go deeper)"))
@@ -229,18 +229,23 @@ def _walk(root: str, out: Discovery, seen: set[str], lim: Limits) -> None:
     if links_out > MAX_LINK_NOTICES:
         out.notices.append(Notice(root, f"{links_out - MAX_LINK_NOTICES} more symbolic link(s) out of the folder, "
                                         "not followed (--follow-symlinks to follow them)"))
-    if len(out.files) == before and again:  # not "no readable files": they were read
-        out.notices.append(Notice(root, f"every log file in it was read already under another name ({again})",
-                                  "info"))
-    elif len(out.files) == before:
-        out.notices.append(Notice(root, "folder holds no readable log files"))
+    if len(out.files) == before:
+        out.notices.append(empty_folder(root, again))
+
+
+def empty_folder(folder: str, again: int) -> Notice:
+    """What a folder that gave no input says: that its ``again`` log files were read already under
+    other names (given twice, or through a link), or that it holds none (local and remote)."""
+    if again:
+        return Notice(folder, f"every log file in it was read already under another name ({again})", "info")
+    return Notice(folder, "folder holds no readable log files")
 
 
 def _add_file(path: str, out: Discovery, seen: set[str], entry: os.DirEntry[str] | None = None,
               real: str | None = None) -> bool:
     """``path`` as an input, unless it is no regular file, was seen under another name or is no
     log by its extension (False only for a file seen already).  ``entry``, ``real``: its folder
-    entry and its real path, where the folder's walk knows them."""
+    entry (its ``stat`` follows a link, as ``os.stat``) and its real path, where the walk knows them."""
     try:
         st = entry.stat() if entry is not None else os.stat(path)
     except OSError as exc:

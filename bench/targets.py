@@ -80,25 +80,29 @@ def projected(rss_small: float, rss_big: float, n_small: int, n_big: int, n: int
     return per, rss_big + per * (n - n_big)
 
 
+def generate(out: str, lines: int, **opts: Any) -> None:
+    """``bench/generate.py`` into ``out`` (it writes ``<out>.manifest.json`` beside it), with
+    ``bench/run.py``'s defaults where ``opts`` says nothing."""
+    defaults = argparse.Namespace(ranks=64, per_host=8, comms=3, channels=32, layout="per-rank-files",
+                                  inject="desync", nccl_version="2.23", seed=1, gzip=False)
+    R.gen(out, lines, defaults, **opts)
+
+
 def logs(name: str) -> str:
     """The check's logs, generated unless a matching set is there (the 10M-line job takes ~1 min)."""
     opts = dict(LOGS[name])
+    lines = opts.pop("lines")
     out = os.path.join(ROOT, name)
-    man_path = out + ".manifest.json"
-    want = {k: v for k, v in opts.items() if k != "lines"}
+    path = os.path.join(out, "job.log") if opts["layout"] == "one-file" else out
     try:
-        with open(man_path) as f:
+        with open(out + ".manifest.json") as f:
             man = json.load(f)
-        if all(man.get(k) == v for k, v in want.items()) and os.path.isdir(out):
-            return os.path.join(out, "job.log") if opts["layout"] == "one-file" else out
+        if all(man.get(k) == v for k, v in opts.items()) and os.path.isdir(out):
+            return path
     except (OSError, ValueError):
         pass
-    defaults = argparse.Namespace(ranks=64, per_host=8, comms=3, channels=32, layout="per-rank-files",
-                                  inject="desync", nccl_version="2.23", seed=1, gzip=False)
-    man = R.gen(out, opts.pop("lines"), defaults, **opts)
-    with open(man_path, "w") as f:
-        json.dump(man, f, indent=1)
-    return os.path.join(out, "job.log") if opts["layout"] == "one-file" else out
+    generate(out, lines, **opts)
+    return path
 
 
 class Round:
@@ -241,9 +245,7 @@ def paste() -> str:
     path = os.path.join(ROOT, "paste-200.log")
     if not os.path.exists(path):
         d = os.path.join(ROOT, "paste-job")
-        defaults = argparse.Namespace(ranks=16, per_host=8, comms=1, channels=2, layout="one-file",
-                                      inject="desync", nccl_version="2.23", seed=1, gzip=False)
-        R.gen(d, 4000, defaults)
+        generate(d, 4000, ranks=16, comms=1, channels=2, layout="one-file")
         with open(os.path.join(d, "job.log"), encoding="utf-8") as f:
             lines = f.readlines()
         with open(path, "w", encoding="utf-8") as f:

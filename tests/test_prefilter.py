@@ -113,3 +113,27 @@ def test_step_lines_read_one_by_one_are_not_counted_twice(tmp_path):
     evs = [e for first, block in BlockReader(InputFile(str(p))) for e in fp.parse_block(first, block)]
     steps = [(e.line, e.ms) for e in evs if e.kind == "step_time"]
     assert steps == [(i + 2, 1000.0 + i) for i in range(10)]
+
+
+def test_step_scan_skips_exactly_the_lines_the_main_loop_handled(tmp_path):
+    """The step scan leaves the lines the main loop parsed (a prefilter keyword in them: "GPU0",
+    an NCCL INFO line) and takes the others, each once, without running the prefilter again:
+    "GPU1" is no keyword, "GPU0" is one (a keyword whose digit matters)."""
+    from ncclsleuth.parse.anchors import PREFILTER
+
+    lines = [
+        "iter 1: loss 1.0, time: 100.0ms",
+        "GPU0 iter 2: loss 1.0, time: 101.0ms",
+        "GPU1 iter 3: loss 1.0, time: 102.0ms",
+        "node1:7:7 [0] NCCL INFO iter 4: loss 1.0, time: 103.0ms",
+        "noise between",
+        "iter 6: loss 1.0, time: 105.0ms",
+    ]
+    assert [PREFILTER.search(s) is not None for s in lines] == [False, True, False, True, False, False]
+    p = tmp_path / "rank0.log"
+    p.write_text("\n".join(lines) + "\n")
+    fp = FileParser(str(p), ShapeCache(), keep_text=False, use_catalog=False)
+    evs = [e for first, block in BlockReader(InputFile(str(p))) for e in fp.parse_block(first, block)]
+    # the main loop's (its keyword lines) first, then the scan's: each line once
+    assert [(e.line, e.ms) for e in evs if e.kind == "step_time"] == \
+        [(2, 101.0), (4, 103.0), (1, 100.0), (3, 102.0), (6, 105.0)]

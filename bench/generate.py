@@ -153,6 +153,18 @@ class Job:
                 for r in g:
                     self.ptr[(c.index, r)] = "0x55%010x" % rng.getrandbits(40)
         self.world_ptr = {r.rank: self.ptr[(0, r.rank)] for r in self.ranks}
+        # where each rank sits in each communicator, and each group's hosts, once: asked of every
+        # rank, a scan of the group (100,000 ranks in the world communicator) made the job quadratic
+        #: (comm index, global rank) -> (group index, rank in the group)
+        self.where: dict[tuple[int, int], tuple[int, int]] = {}
+        #: (comm index, group index) -> host -> the group's global ranks on it, in order
+        self.on_node: dict[tuple[int, int], dict[int, list[int]]] = {}
+        for c in self.comms:
+            for gi, g in enumerate(c.members):
+                by_node = self.on_node[(c.index, gi)] = {}
+                for pos, r in enumerate(g):
+                    self.where.setdefault((c.index, r), (gi, pos))
+                    by_node.setdefault(self.ranks[r].node, []).append(r)
 
     def _comms(self, rng: random.Random) -> list[Comm]:
         n, ph = self.a.ranks, self.a.per_host
@@ -219,7 +231,7 @@ class RankLog:
         out: list[list[str]] = [self.prelude()]
         fails_at_init = inj in ("missing_rank", "wrong_iface", "dup_gpu")
         for c in job.comms:
-            gi = next(i for i, g in enumerate(c.members) if rk.rank in g)
+            gi = job.where[(c.index, rk.rank)][0]
             out.append(self.comm_init(c, gi))
             if fails_at_init:
                 break
@@ -229,7 +241,7 @@ class RankLog:
         first: list[str] = []
         if st.runtime_connect:
             for c in job.comms:
-                gi = next(i for i, g in enumerate(c.members) if rk.rank in g)
+                gi = job.where[(c.index, rk.rank)][0]
                 first.extend(self.connections(c, gi))
         out.append(first)
         out.append(self.epilogue())
@@ -287,14 +299,15 @@ class RankLog:
     def comm_init(self, c: Comm, gi: int) -> list[str]:
         job, rk, st, rng = self.job, self.rk, self.st, self.rng
         group = c.members[gi]
-        n, me = len(group), group.index(rk.rank)
+        n, me = len(group), job.where[(c.index, rk.rank)][1]
         ptr = job.ptr[(c.index, rk.rank)]
         tid = 40 + c.index
         P = self.p(tid)
-        ranks = job.ranks
-        nodes = sorted({ranks[r].node for r in group})
-        local_ranks = sum(1 for r in group if ranks[r].node == rk.node)
-        local_rank = sum(1 for r in group if ranks[r].node == rk.node and r < rk.rank)
+        by_node = job.on_node[(c.index, gi)]
+        nodes = by_node  # one key a host of the group
+        mates = by_node[rk.node]
+        local_ranks = len(mates)
+        local_rank = sum(1 for r in mates if r < rk.rank)  # a host's few, not the group's
         L = [self._init_line(c, gi, me, n, ptr, "START")]
         boot_recv = rng.uniform(0.002, 0.05) if c.kind != "world" else rng.uniform(0.5, 2.5)
         if st.timings:
@@ -387,7 +400,7 @@ class RankLog:
     def connections(self, c: Comm, gi: int) -> list[str]:
         job, rk, st = self.job, self.rk, self.st
         group = c.members[gi]
-        n, me = len(group), group.index(rk.rank)
+        n, me = len(group), job.where[(c.index, rk.rank)][1]
         if n == 1:
             return []
         P = self.p(80 + c.index)

@@ -26,13 +26,18 @@ _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
 #: Events kept per kind (errors: per kind); the rest are counted in ``folded``.
 KEEP_PER_KIND = 20_000
 #: Most processes, communicators, rank states (over all communicators) and hop aggregates the
-#: model tracks one by one.  131,072 processes is 8x the largest job the project is built for
-#: (16,384 ranks); past it a broken or hostile log (2M distinct host names: 3.3 GB before) would
-#: cost ~1.5 KB per name.  Lines past a bound still count and their problem lines still reach
-#: the report (events are kept per kind); :meth:`JobModel.bounds_met` says what was not tracked.
-MAX_PROCESSES = 1 << 17
+#: model tracks one by one.  A 100,000-rank job (issue 16's largest) fits: two processes a rank
+#: (its NCCL process, and its file's lines that name none: PyTorch's), 200,000, and a rank state
+#: per rank and communicator, 1,048,576 allowing ten communicators a rank.  Past them a broken
+#: or hostile log (2M distinct host names: 3.3 GB before) would cost ~1.5 KB per name.  Lines
+#: past a bound still count and their problem lines still reach the report (events are kept
+#: per kind); :meth:`JobModel.bounds_met` says what was not tracked, and no fact reads a rank
+#: left untracked as a rank that is absent.  (Below 131,072 processes and 262,144 rank states,
+#: a 100,000-rank job lost 37,856 of its rank states and was told 12,618 ranks never started
+#: NCCL's init.)
+MAX_PROCESSES = 1 << 18
 MAX_COMMS = 1 << 16
-MAX_RANKS = 1 << 18
+MAX_RANKS = 1 << 20
 MAX_HOPS = 1 << 20
 #: tree edges kept per communicator for these channels only: the pictures and checks need
 #: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects (the parser

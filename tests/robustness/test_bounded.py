@@ -176,3 +176,27 @@ def test_two_million_hosts_under_500_mb(tmp_path):
     rss_kb = int(proc.stderr.rsplit("MAXRSS", 1)[1])
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert rss_kb < 500 * 1024, f"{rss_kb / 1024:.0f} MB for {HOSTS} host names"
+
+
+def test_ranks_past_the_bound_are_not_read_as_ranks_that_never_started(tmp_path, monkeypatch):
+    """Past MAX_RANKS a rank with no state is one the model did not track, not one that is absent:
+    a 100,000-rank job at the old bounds (262,144 rank states) was told that 12,618 of its ranks
+    never started NCCL's init.  Here 48 ranks in 3 communicators (144 rank states) against a bound
+    of 100: the job's own finding stays first, no rank is said missing, the notice says why."""
+    from ncclsleuth.model import job, merge
+    from ncclsleuth.model.facts.init import init_missing_ranks
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+    from _jobs import layout_job
+
+    logs = layout_job(tmp_path, "per-rank-files", ranks=48)
+    for mod in (job, merge):
+        monkeypatch.setattr(mod, "MAX_RANKS", 100)
+    built = api.build([str(logs)], api.Options(jobs=1))
+    comms = [c for c in built.model.comms.values() if c.nranks and len(c.ranks) < c.nranks]
+    assert comms and built.model.untracked["ranks"] == 44  # ranks of communicators left untracked
+    assert init_missing_ranks(built.model) == []
+    report = api.diagnose(built.model, load_rules()[0], [n.to_dict() for n in built.notices])
+    assert [f.rule_id for f in report.findings][0] == "DESYNC002"
+    assert "INIT002" not in {f.rule_id for f in report.findings}
+    assert any(n["message"].startswith("more than 100 ranks in these logs") for n in report.notices)

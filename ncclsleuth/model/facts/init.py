@@ -134,11 +134,14 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
     """Ranks of a communicator that never logged Init START while most others did.
 
     Needs most of the communicator's ranks in the logs (an excerpt with a few lines is
-    not evidence of absence), and no rank past Init COMPLETE, or errors in the job.
+    not evidence of absence), and no rank past Init COMPLETE, or errors in the job; and every
+    rank state the logs gave tracked (past ``MAX_RANKS`` a rank without one says nothing).
     Where the ranks of a host are contiguous, the missing rank's host is named from its
     neighbours.
     """
     out: list[InitMissingRanks] = []
+    if model.untracked.get("ranks"):  # past the model's bound: a rank with no state may be one not tracked
+        return out
     failed = bool(model.error_events())
     for c in model.comms.values():
         if not c.nranks or c.nranks < 2:

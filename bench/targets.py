@@ -2,7 +2,7 @@
 
   python bench/targets.py                     every check (~6 min on 2 cores once the logs exist;
                                               generating them takes ~1.5 min the first time)
-  python bench/targets.py --only 8k,noise     some checks (8k, 16k, per-rank, noise, cold)
+  python bench/targets.py --only 8k,noise     some checks (8k, 16k, per-rank, noise, cold; 100k on demand)
   python bench/targets.py --before "start=env PYTHONPATH=/tmp/base python -m ncclsleuth"
                                               ... and another build in the same run, alternating
 
@@ -15,6 +15,9 @@ The checks and their targets:
   per-rank  memory per rank: peak RSS of ``--jobs 1`` on 2,048 and 4,096 per-rank files (the 16k
             job's mix); (RSS(4,096) - RSS(2,048)) / 2,048 a rank; a 100,000-rank job projected
             from it (RSS(4,096) + 95,904 ranks x that) <= 1 GB
+  100k      (only when asked for: ~5.5 GB of logs, ~5 min to generate, ~6 min to run) the
+            100,000-rank job itself, the 16k job's mix: peak RSS of ``--jobs 1`` and ``--jobs 2``
+            measured, against the same 1 GB, and their wall times
   noise     the issue's noise-dominated job: 1M lines, 64 per-rank files, 1.2% NCCL (``bench/run.py``'s
             default job): ``--jobs 1`` >= 0.6x the baseline
   cold      a 200-line paste (the end of a 16-rank desync): ``analyze`` <= 4x ``python -c pass``,
@@ -66,9 +69,12 @@ LOGS: dict[str, dict[str, Any]] = {
     "r2048": {"ranks": 2048, "comms": 3, "channels": 32, "lines": 2048 * 610, "layout": "per-rank-files"},
     "r4096": {"ranks": 4096, "comms": 3, "channels": 32, "lines": 4096 * 610, "layout": "per-rank-files"},
     # the issue's first row: bench/run.py's default job (64 ranks, 3 communicators, 1.2% NCCL lines)
+    "100k": {"ranks": 100_000, "comms": 3, "channels": 32, "lines": 100_000 * 610, "layout": "per-rank-files"},
     "noise": {"ranks": 64, "comms": 3, "channels": 32, "lines": 1_000_000, "layout": "per-rank-files"},
 }
 CHECKS = ("8k", "16k", "per-rank", "noise", "cold")
+#: checks run only when ``--only`` names them
+ON_DEMAND = ("100k",)
 #: ranks of the projected job
 PROJECTED_RANKS = 100_000
 
@@ -235,6 +241,23 @@ def check_per_rank(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) ->
     return rows
 
 
+def check_100k(tools: list[tuple[str, list[str]]], tmp: str) -> list[list[str]]:
+    """The projected job measured: one round of ``--jobs 1`` and ``--jobs 2`` a build."""
+    path = logs("100k")
+    rd = Round(path, tmp)
+    for name, exe in tools:
+        for j in (1, 2):
+            rd.measure(f"{name} --jobs {j}", analyze(exe, j))
+    rows = []
+    for name, _ in tools:
+        for j in (1, 2):
+            run = rd.median(f"{name} --jobs {j}")
+            rss = rd.rss_mb(f"{name} --jobs {j}")
+            rows.append([f"100k {name}", f"peak RSS, `--jobs {j}` (measured)", "<= 1 GB",
+                         f"{rss / 1000:.2f} GB (wall {run['wall']:.0f} s, CPU {run['cpu']:.0f} s)", _met(rss <= 1000)])
+    return rows + [same_row("100k", tools, rd)]
+
+
 def check_noise(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
     rd = against_baseline("noise", tools, repeat, tmp)
     return [baseline_row("noise", name, rd, 0.6) for name, _ in tools] + [same_row("noise", tools, rd)]
@@ -329,9 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     ROOT = a.out
     only = [c.strip() for c in a.only.split(",") if c.strip()]
-    unknown = [c for c in only if c not in CHECKS]
+    unknown = [c for c in only if c not in CHECKS + ON_DEMAND]
     if unknown:
-        ap.error(f"unknown check(s): {', '.join(unknown)} (known: {', '.join(CHECKS)})")
+        ap.error(f"unknown check(s): {', '.join(unknown)} (known: {', '.join(CHECKS + ON_DEMAND)})")
     tools: list[tuple[str, list[str]]] = []
     for spec in a.before or ():
         name, eq, cmd = spec.partition("=")
@@ -353,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += check_per_rank(tools, min(a.repeat, 2), tmp)
             elif check == "noise":
                 rows += check_noise(tools, a.repeat, tmp)
+            elif check == "100k":
+                rows += check_100k(tools, tmp)
             else:
                 rows += check_cold(tools, a.cold_runs, tmp)
     load = os.getloadavg()

@@ -37,6 +37,12 @@ def test_every_check_has_its_logs_or_is_the_paste():
         assert {"ranks", "lines", "layout"} <= set(t.LOGS[name])
     assert t.LOGS["8k"]["layout"] == "one-file" and t.LOGS["8k"]["ranks"] == 8000
     assert t.LOGS["16k"]["ranks"] == 16384 and t.LOGS["16k"]["lines"] == 10_000_000
+    # the projected job, measured on demand only (not part of a default run): the 16k job's mix
+    assert t.ON_DEMAND == ("100k",) and "100k" not in t.CHECKS
+    big, mix = t.LOGS["100k"], t.LOGS["r4096"]
+    assert big["ranks"] == t.PROJECTED_RANKS and big["lines"] // big["ranks"] == mix["lines"] // mix["ranks"]
+    assert {k: v for k, v in big.items() if k not in ("ranks", "lines")} == \
+        {k: v for k, v in mix.items() if k not in ("ranks", "lines")}
 
 
 def test_cold_check_runs_and_reports_a_row(tmp_path):

@@ -92,11 +92,19 @@ def baseline(paths: list[str]) -> dict:
 # --------------------------------------------------------------------------- measuring a child
 
 
+#: the folder measured commands run in: not the checkout.  ``python -m ncclsleuth`` puts the
+#: current folder first on ``sys.path``, before ``PYTHONPATH``: a build compared with ``--before
+#: "start=env PYTHONPATH=/tmp/base python -m ncclsleuth"`` from the repository's root ran this
+#: checkout, not /tmp/base (every path handed to a command here is absolute)
+NEUTRAL_CWD = tempfile.gettempdir()
+
+
 def measure(cmd: list[str], stdout_path: str | None = None, env: dict | None = None) -> dict:
-    """Run ``cmd`` (stdout to /dev/null or a file); wall, CPU, peak RSS from its own rusage."""
+    """Run ``cmd`` (stdout to /dev/null or a file) in :data:`NEUTRAL_CWD`; wall, CPU, peak RSS
+    from its own rusage."""
     with tempfile.TemporaryFile() as err, open(stdout_path or os.devnull, "wb") as out:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=NEUTRAL_CWD)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
@@ -134,7 +142,7 @@ def ncclsleuth_cmd() -> list[str]:
 
 def analyze_support(exe: list[str]) -> tuple[bool, bool]:
     try:
-        r = subprocess.run(exe + ["analyze", "--help"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(exe + ["analyze", "--help"], capture_output=True, text=True, timeout=60, cwd=NEUTRAL_CWD)
     except (OSError, subprocess.TimeoutExpired):
         return False, False
     return r.returncode == 0, r.returncode == 0 and "--jobs" in r.stdout
@@ -596,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inject", default="desync")
     ap.add_argument("--nccl-version", default="2.23")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--logs", help="measure this existing file/folder instead of generating")
+    ap.add_argument("--logs", type=os.path.abspath, help="measure this existing file/folder instead of generating")
     ap.add_argument("--jobs", default=None, help="analyze --jobs values, comma list (default: 1,nproc)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per command; the median wall is reported")
     ap.add_argument("--sizes", help="comma list of line counts: one generated job per size (scaling check)")

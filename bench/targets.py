@@ -308,7 +308,7 @@ def serve_latency(exe: list[str], path: str, runs: int) -> float | None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(exe + ["serve", "--port", str(port), "--no-access-log"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=R.NEUTRAL_CWD)
     base = f"http://127.0.0.1:{port}"
     with open(path, "rb") as f:
         body = f.read()
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the rows to this JSON file")
     ap.add_argument("--out", default=ROOT, help="where the logs are generated and kept (default: %(default)s)")
     a = ap.parse_args(argv)
-    ROOT = a.out
+    ROOT = os.path.abspath(a.out)  # the commands run elsewhere (run.NEUTRAL_CWD)
     only = [c.strip() for c in a.only.split(",") if c.strip()]
     unknown = [c for c in only if c not in CHECKS + ON_DEMAND]
     if unknown:

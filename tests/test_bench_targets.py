@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,22 @@ def test_unknown_check_is_a_usage_error(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "unknown check(s): bogus" in r.stderr
+
+
+def test_measured_commands_do_not_run_in_the_checkout(tmp_path):
+    """``python -m ncclsleuth`` imports the current folder's package before ``PYTHONPATH``'s: from
+    the repository's root a ``--before "env PYTHONPATH=/old python -m ncclsleuth"`` build ran this
+    checkout.  The measured commands run in a folder of their own, and import what they are given."""
+    t = _targets()
+    out = tmp_path / "where.txt"
+    t.R.measure([sys.executable, "-c", "import os, sys; print(os.getcwd()); print(sys.path[0])"],
+                stdout_path=str(out))
+    cwd, first = out.read_text().splitlines()
+    assert cwd == t.R.NEUTRAL_CWD and Path(cwd).resolve() != ROOT
+    old = tmp_path / "old"
+    (old / "ncclsleuth").mkdir(parents=True)
+    (old / "ncclsleuth" / "__init__.py").write_text("")
+    (old / "ncclsleuth" / "__main__.py").write_text("import ncclsleuth; print(ncclsleuth.__file__)")
+    t.R.measure([sys.executable, "-m", "ncclsleuth"], stdout_path=str(out),
+                env=dict(os.environ, PYTHONPATH=str(old)))
+    assert out.read_text().strip() == str(old / "ncclsleuth" / "__init__.py")

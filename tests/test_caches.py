@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ncclsleuth.parse.grammar import ShapeCache, TemplateStore
+from ncclsleuth.parse.grammar import ShapeCache, TemplateStore, disk_key
 from ncclsleuth.rules import loader as engine
 from ncclsleuth.rules.loader import default_rule_dir, load_rules
 from ncclsleuth.util import yamldocs
@@ -71,6 +71,20 @@ def test_template_store_round_trip(tmp_path):
     assert ShapeCache(enabled=False).parse(lines[0].split(" NCCL INFO ")[-1]) == before[0]
 
 
+def test_template_store_keys_shapes_by_their_digest():
+    """The file names each shape by its BLAKE2b digest, not by its text (a long line's shape,
+    masked values written as 6-byte escapes, made the file ~15x the size and every start parse
+    it): a 2,000-character shape costs 32 characters, and is found again from another store."""
+    shape = "Trees " + "\x00/\x00/-\x00->\x00->\x00 " * 100
+    store = TemplateStore()
+    store.learn("shapes", shape, None)
+    store.save()
+    data = json.loads(next(Path(cache_dir()).glob("templates-*.json")).read_text())
+    assert disk_key(shape) in data["shapes"] and shape not in data["shapes"]
+    assert len(disk_key(shape)) == 32 and disk_key(shape) != disk_key(shape + " ")
+    assert TemplateStore().get("shapes", shape) is None  # found: a shape the grammar rejected
+
+
 def test_template_store_ignores_bad_entries():
     folder = cache_dir()
     assert folder is not None
@@ -80,7 +94,7 @@ def test_template_store_ignores_bad_entries():
     store.save()
     path = next(Path(folder).glob("templates-*.json"))
     data = json.loads(path.read_text())
-    data["shapes"]["Using network IB"] = ["net_selected", {"network": ["__import__('os')", 0, 0, None]}]
+    data["shapes"][disk_key("Using network IB")] = ["net_selected", {"network": ["__import__('os')", 0, 0, None]}]
     path.write_text(json.dumps(data))
     cache = ShapeCache()
     res = cache.parse("Using network IB")
@@ -103,7 +117,7 @@ def test_template_store_concurrent_saves_keep_every_entry():
     data = json.loads(next(Path(folder).glob("templates-*.json")).read_text())
     for i in range(4):
         for j in range(50):
-            assert f"worker {i} key {j}" in data["shapes"]
+            assert disk_key(f"worker {i} key {j}") in data["shapes"]
 
 
 def _learn_and_save(i: int) -> None:
@@ -285,7 +299,7 @@ def test_template_store_stays_bounded_and_keeps_a_used_entry(monkeypatch):
         again.learn("shapes", f"new {i}", None)
     again.save()
     data = json.loads(next(Path(cache_dir()).glob("templates-*.json")).read_text())
-    assert list(data["shapes"]) == ["old 4", "old 0", "new 0", "new 1", "new 2"]
+    assert list(data["shapes"]) == [disk_key(k) for k in ("old 4", "old 0", "new 0", "new 1", "new 2")]
 
 
 def test_derived_tables_of_two_checkouts_coexist_and_an_edit_replaces_its_own(tmp_path, monkeypatch):

@@ -25,12 +25,12 @@ from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
 from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, read_json, write_atomic
+from ...util.rxstore import RX, rx
 
 try:  # CPython's BLAKE2 without hashlib, whose OpenSSL binding costs ~3 ms to import at every start
     from _blake2 import blake2b as _blake2b
 except ImportError:  # pragma: no cover - not CPython
     from hashlib import blake2b as _blake2b
-from ...util.rxstore import RX, rx
 
 if TYPE_CHECKING:
     from lark import Lark, Tree

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..events import Event
 from ..model.facts.said import said
-from ..model.job import JobModel
+from ..model.job import KEEP_PER_KIND, JobModel
 from ..model.stats import ranges
 from ..util.classes import dataclass
 from ..util.rxstore import rx
@@ -129,7 +129,7 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
     # the placeholders besides the items' fields (schema.EXTRA_PLACEHOLDERS: the rule schema checks them)
     extra = {"count": f"{len(items)}+" if capped else len(items), "hosts": ", ".join(hosts[:8]) or None,
              "nhosts": len(hosts), "ranks": ", ".join(map(str, ranks[:16])) or None}
-    extra["who"] = _who(hosts, ranks)
+    extra["who"] = _who(hosts, ranks, capped)
     # who it is about, where the first item does not say: the one host / rank of the finding
     if len(hosts) == 1:
         extra["host"] = hosts[0]
@@ -213,14 +213,19 @@ def _peer_hosts(primary: Mapping[str, Any], ip_hosts: Mapping[str, str]) -> list
     return sorted(set(out))
 
 
-def _who(hosts: Sequence[str], ranks: Sequence[int]) -> str | None:
+def _who(hosts: Sequence[str], ranks: Sequence[int], capped: bool = False) -> str | None:
     """``rank 5 (node1)``, ``ranks 0-7 (node1, node2)``, ``node1``, ``rank 3``: who a
-    finding is about, in words (None when the logs name neither)."""
+    finding is about, in words (None when the logs name neither).  ``capped``: its lines are
+    the first ``KEEP_PER_KIND`` of their kind, the others only counted, so the ranks named are
+    those of the kept lines (at 100,000 ranks, 20,000 of 300,000 watchdog lines: the files
+    first in name order), and the words say so."""
     hs = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
     if not ranks:
-        return hs or None
-    rs = ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ")
-    return f"{rs} ({hs})" if hs else rs
+        who = hs or None
+    else:
+        rs = ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ")
+        who = f"{rs} ({hs})" if hs else rs
+    return f"{who}, and others past the {KEEP_PER_KIND:,} lines kept of a kind" if who and capped else who
 
 
 def _filler(primary: Mapping[str, Any], named: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any],

@@ -215,17 +215,19 @@ def _peer_hosts(primary: Mapping[str, Any], ip_hosts: Mapping[str, str]) -> list
 
 def _who(hosts: Sequence[str], ranks: Sequence[int], capped: bool = False) -> str | None:
     """``rank 5 (node1)``, ``ranks 0-7 (node1, node2)``, ``node1``, ``rank 3``: who a
-    finding is about, in words (None when the logs name neither).  ``capped``: its lines are
-    the first ``KEEP_PER_KIND`` of their kind, the others only counted, so the ranks named are
-    those of the kept lines (at 100,000 ranks, 20,000 of 300,000 watchdog lines: the files
-    first in name order), and the words say so."""
+    finding is about, in words (None when the logs name neither).  ``capped``: lines of its
+    kinds past the first ``KEEP_PER_KIND`` were only counted, so the ranks named are those the
+    kept lines name, and the words say so: at 100,000 ranks 20,000 of 300,000 watchdog lines
+    (the files first in name order) named a tenth of the ranks; at 16,384 the kept lines of
+    another kind (``work_status``, one a rank) name them all, so no more is claimed."""
     hs = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
     if not ranks:
         who = hs or None
     else:
         rs = ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ")
         who = f"{rs} ({hs})" if hs else rs
-    return f"{who}, and others past the {KEEP_PER_KIND:,} lines kept of a kind" if who and capped else who
+    return f"{who}, as the lines kept name them ({KEEP_PER_KIND:,} a kind; the others were counted)" \
+        if who and capped else who
 
 
 def _filler(primary: Mapping[str, Any], named: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any],

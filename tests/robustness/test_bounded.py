@@ -202,10 +202,10 @@ def test_ranks_past_the_bound_are_not_read_as_ranks_that_never_started(tmp_path,
     assert any(n["message"].startswith("more than 100 ranks in these logs") for n in report.notices)
 
 
-def test_a_finding_on_lines_past_the_kept_ones_says_its_ranks_are_not_all(tmp_path, monkeypatch):
+def test_a_finding_on_lines_past_the_kept_ones_says_whose_ranks_it_names(tmp_path, monkeypatch):
     """Past KEEP_PER_KIND lines of a kind the others are counted, not kept: a finding on them names
-    the ranks of the kept lines (at 100,000 ranks, 20,000 of 300,000 watchdog lines), so its words
-    say there are others.  48 ranks' watchdog timeouts against a bound of 10 lines a kind."""
+    the ranks the kept lines name (at 100,000 ranks, 20,000 of 300,000 watchdog lines: a tenth of
+    the ranks), and its words say so.  48 ranks' watchdog timeouts against a bound of 10 a kind."""
     from ncclsleuth.model import job, merge
     from ncclsleuth.rules import findings
 
@@ -214,9 +214,9 @@ def test_a_finding_on_lines_past_the_kept_ones_says_its_ranks_are_not_all(tmp_pa
 
     logs = layout_job(tmp_path, "per-rank-files", ranks=48)
     every = next(f for f in api.analyze([str(logs)], api.Options(jobs=1)).findings if f.rule_id == "TIMEOUT001")
-    assert "others past the" not in every.message
+    assert "as the lines kept name them" not in every.message
     for mod in (job, merge, findings):
         monkeypatch.setattr(mod, "KEEP_PER_KIND", 10)
     kept = next(f for f in api.analyze([str(logs)], api.Options(jobs=1)).findings if f.rule_id == "TIMEOUT001")
     assert len(kept.ranks) < len(every.ranks)  # the ranks of the kept lines only
-    assert "and others past the 10 lines kept of a kind" in kept.message
+    assert "as the lines kept name them (10 a kind; the others were counted)" in kept.message

@@ -92,11 +92,19 @@ def baseline(paths: list[str]) -> dict:
 # --------------------------------------------------------------------------- measuring a child
 
 
-#: the folder measured commands run in: not the checkout.  ``python -m ncclsleuth`` puts the
-#: current folder first on ``sys.path``, before ``PYTHONPATH``: a build compared with ``--before
-#: "start=env PYTHONPATH=/tmp/base python -m ncclsleuth"`` from the repository's root ran this
-#: checkout, not /tmp/base (every path handed to a command here is absolute)
-NEUTRAL_CWD = tempfile.gettempdir()
+#: the folder measured commands run in: an empty one of the benchmark's, not the checkout (nor
+#: a shared folder such as /tmp, where a stray ``ncclsleuth`` folder would be imported).
+#: ``python -m ncclsleuth`` puts the current folder first on ``sys.path``, before ``PYTHONPATH``:
+#: a build compared with ``--before "start=env PYTHONPATH=/tmp/base python -m ncclsleuth"`` from
+#: the repository's root ran this checkout, not /tmp/base (every path handed to a command here
+#: is absolute)
+NEUTRAL_CWD = os.path.join(OUT, "cwd")
+
+
+def neutral_cwd() -> str:
+    """:data:`NEUTRAL_CWD`, made where it is not there yet."""
+    os.makedirs(NEUTRAL_CWD, exist_ok=True)
+    return NEUTRAL_CWD
 
 
 def measure(cmd: list[str], stdout_path: str | None = None, env: dict | None = None) -> dict:
@@ -104,7 +112,7 @@ def measure(cmd: list[str], stdout_path: str | None = None, env: dict | None = N
     from its own rusage."""
     with tempfile.TemporaryFile() as err, open(stdout_path or os.devnull, "wb") as out:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=NEUTRAL_CWD)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=neutral_cwd())
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting again
@@ -142,7 +150,8 @@ def ncclsleuth_cmd() -> list[str]:
 
 def analyze_support(exe: list[str]) -> tuple[bool, bool]:
     try:
-        r = subprocess.run(exe + ["analyze", "--help"], capture_output=True, text=True, timeout=60, cwd=NEUTRAL_CWD)
+        r = subprocess.run(exe + ["analyze", "--help"], capture_output=True, text=True, timeout=60,
+                           cwd=neutral_cwd())
     except (OSError, subprocess.TimeoutExpired):
         return False, False
     return r.returncode == 0, r.returncode == 0 and "--jobs" in r.stdout

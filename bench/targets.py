@@ -308,7 +308,7 @@ def serve_latency(exe: list[str], path: str, runs: int) -> float | None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(exe + ["serve", "--port", str(port), "--no-access-log"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=R.NEUTRAL_CWD)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=R.neutral_cwd())
     base = f"http://127.0.0.1:{port}"
     with open(path, "rb") as f:
         body = f.read()

@@ -174,10 +174,33 @@ def test_the_parser_uses_the_grammar_declarations():
 ])
 def test_the_block_prefilter_finds_what_the_full_one_finds(text: str) -> None:
     """parse_block scans a block with the prefilter without the frequent-first-character
-    keywords unless one of them is in the block: the matches must be the same."""
-    full = [m.span() for m in A.PREFILTER.finditer(text)]
-    assert [m.span() for m in A.prefilter_for(text).finditer(text)] == full
-    assert full  # each text holds a keyword
+    keywords and finds those with str.find: from every position, to every end, the first
+    keyword must start where the full prefilter's first match starts."""
+    search = A.block_search(text)
+    found = 0
+    for pos in range(len(text) + 1):
+        for end in (len(text), pos + 9, pos + 17, pos + 40):  # ends that cut ": error: " and "terminate called"
+            full = A.PREFILTER.search(text, pos, end)
+            block = search(text, pos, end)
+            assert (None if block is None else block.start()) == (None if full is None else full.start()), (pos, end)
+            found += full is not None
+    # and from positions that move back, as a caller may
+    for pos in reversed(range(0, len(text) + 1, 7)):
+        full, block = A.PREFILTER.search(text, pos), search(text, pos)
+        assert (None if block is None else block.start()) == (None if full is None else full.start()), pos
+    assert found  # each text holds a keyword
+
+
+def test_a_block_with_a_frequent_first_keyword_is_scanned_for_the_others_only() -> None:
+    """The speed of a crash log's last block: "terminate called" found once by str.find, the
+    rare-first alternation for the rest (PREFILTER itself tries a branch at every letter t)."""
+    text = "iter 5: loss 2.0\n" * 3 + "terminate called after throwing an instance of 'c10::Error'\n"
+    search = A.block_search(text)
+    assert search is not A.PREFILTER.search and search is not A.PREFILTER_RARE.search
+    assert A.block_search("iter 5: loss 2.0\n") == A.PREFILTER_RARE.search
+    m = search(text)
+    assert m is not None and m.start() == text.index("terminate called")
+    assert search(text, 0, text.index("terminate called") + 15) is None  # the literal cut by endpos
 
 
 def test_frequent_first_character_keywords_are_few() -> None:

@@ -26,7 +26,7 @@ from ..util import reread
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 from . import fastpath, learned
-from .anchors import PREFILTER, STEP_START, anchor_starts, prefilter_for
+from .anchors import PREFILTER, STEP_START, anchor_starts, block_search
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
@@ -325,7 +325,7 @@ class FileParser:
                 self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
-        search, find = prefilter_for(text).search, text.find
+        search, find = block_search(text), text.find
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         self._btext = text

@@ -137,34 +137,46 @@ BlockSearch = Callable[..., "_Start | None"]
 
 def block_search(text: str) -> BlockSearch:
     """The prefilter's ``search`` for the block ``text``: where PREFILTER's leftmost match in a
-    range starts, at the cost of PREFILTER_RARE's scan.
+    range starts, at the cost of PREFILTER_RARE's scan and one ``str.find`` pass per literal
+    over the same characters.
 
-    A common-first keyword ("terminate called", ": error: ") is looked for with ``str.find``,
-    once per occurrence, instead of as a branch of the alternation tried at every lower-case
-    letter: a crash log's last block (every rank's file of a job killed by the watchdog holds
-    "terminate called") was scanned at half the speed of the others, ~20% of a per-rank parse.
-    Only a match's ``start()`` is the same as PREFILTER's (the callers use no other part), and
-    the returned function is meant for ``text`` and positions that do not move back (it still
-    answers right where they do, by looking again).
+    The common-first keywords ("terminate called", ": error: ") are looked for with
+    ``str.find`` instead of as branches of the alternation tried at every lower-case letter,
+    and only as far as the next rare-first match (the regex scans only the lines between NCCL
+    INFO lines; so do these finds).  Every per-rank file of a job the watchdog killed holds
+    "terminate called" in its last block, which the full prefilter scanned at half speed, and a
+    test ``literal in text`` of the whole block cost ~80 us a literal on a 52 KB per-rank file
+    (text with a progress bar's block characters is stored two bytes a character, where
+    ``str.find`` is ~0.7 characters a ns).  Only a match's ``start()`` is the same as
+    PREFILTER's (the callers use no other part).  The function is meant for ``text``, with
+    positions that do not move back (where they do, it looks again).
     """
-    present = [k for k in COMMON_FIRST_KEYWORDS if k in text]
     rare = PREFILTER_RARE.search
-    if not present:
-        return rare
-    # per literal: the position it was last looked for from, and where it was found (-1: nowhere after)
-    looked = [(len(text) + 1, -1)] * len(present)
+    lits = COMMON_FIRST_KEYWORDS
+    # per literal: [since, upto, at]: at is where it first occurs wholly inside text[since:upto], -1: nowhere
+    seen = [[0, 0, -1] for _ in lits]
 
     def search(s: str, pos: int = 0, endpos: int = sys.maxsize) -> _Start | None:
         m = rare(s, pos, endpos)
-        first = m.start() if m is not None else min(endpos, len(s)) + 1
+        end = min(endpos, len(s))
+        limit = m.start() if m is not None else end
         best = -1
-        for i, lit in enumerate(present):
-            since, at = looked[i]
-            if pos < since or 0 <= at < pos:
-                at = s.find(lit, pos)
-                looked[i] = (pos, at)
-            if 0 <= at < first and at + len(lit) <= endpos:
-                first = best = at
+        for lit, st in zip(lits, seen):
+            since, upto, at = st
+            size = len(lit)
+            bound = min(limit + size - 1, end)  # a literal starting before ``limit``, and inside ``endpos``
+            if since <= pos and (at < 0 or at >= pos):
+                if at < 0 and upto < bound:  # nothing wholly before ``upto``: look on from there
+                    start = upto - size + 1
+                    if start < pos:  # positions before ``pos`` are not looked at: the range starts there
+                        start = since = pos
+                    at = s.find(lit, start, bound)
+                    st[:] = since, bound, at
+            else:  # first call, a position moved back, or past the one found: look again from ``pos``
+                at = s.find(lit, pos, bound)
+                st[:] = pos, bound, at
+            if 0 <= at < limit and at + size <= end:
+                limit = best = at
         return m if best < 0 else KeywordAt(best)
 
     return search

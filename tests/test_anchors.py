@@ -174,21 +174,28 @@ def test_the_parser_uses_the_grammar_declarations():
 ])
 def test_the_block_prefilter_finds_what_the_full_one_finds(text: str) -> None:
     """parse_block scans a block with the prefilter without the frequent-first-character
-    keywords and finds those with str.find: from every position, to every end, the first
-    keyword must start where the full prefilter's first match starts."""
-    search = A.block_search(text)
+    keywords and finds those with str.find (or with PREFILTER itself on short ranges): from
+    every position, to every end, the first keyword must start where the full prefilter's first
+    match starts, with either of the two functions."""
     found = 0
-    for pos in range(len(text) + 1):
-        for end in (len(text), pos + 9, pos + 17, pos + 40):  # ends that cut ": error: " and "terminate called"
-            full = A.PREFILTER.search(text, pos, end)
-            block = search(text, pos, end)
-            assert (None if block is None else block.start()) == (None if full is None else full.start()), (pos, end)
-            found += full is not None
-    # and from positions that move back, as a caller may
-    for pos in reversed(range(0, len(text) + 1, 7)):
-        full, block = A.PREFILTER.search(text, pos), search(text, pos)
-        assert (None if block is None else block.start()) == (None if full is None else full.start()), pos
+    for search in A.block_search(text):
+        for pos in range(len(text) + 1):
+            for end in (len(text), pos + 9, pos + 17, pos + 40):  # ends that cut ": error: " and "terminate called"
+                full = A.PREFILTER.search(text, pos, end)
+                block = search(text, pos, end)
+                assert (None if block is None else block.start()) == (None if full is None else full.start()), (pos, end)
+                found += full is not None
+        # and from positions that move back, as a caller may
+        for pos in reversed(range(0, len(text) + 1, 7)):
+            full, block = A.PREFILTER.search(text, pos), search(text, pos)
+            assert (None if block is None else block.start()) == (None if full is None else full.start()), pos
     assert found  # each text holds a keyword
+
+
+def test_a_block_without_the_frequent_first_keywords_is_scanned_by_the_rare_first_prefilter() -> None:
+    """Most blocks: the C method itself for both ranges, no Python call per line."""
+    text = "iter 5: loss 2.0\n[rank3]: Watchdog caught collective operation timeout\n"
+    assert A.block_search(text) == (A.PREFILTER_RARE.search, A.PREFILTER_RARE.search)
 
 
 def test_a_block_with_a_frequent_first_keyword_is_scanned_for_the_others_only() -> None:
@@ -196,14 +203,15 @@ def test_a_block_with_a_frequent_first_keyword_is_scanned_for_the_others_only() 
     alternation for the rest (PREFILTER itself tries a branch at every letter t), a rare-first
     keyword before it still first."""
     text = "iter 5: loss 2.0\n" * 3 + "terminate called after throwing an instance of 'c10::Error'\n"
-    search = A.block_search(text)
+    search, short = A.block_search(text)
+    assert search is not A.PREFILTER.search and short == A.PREFILTER.search
     m = search(text)
     assert m is not None and m.start() == text.index("terminate called")
     assert search(text, 0, text.index("terminate called") + 15) is None  # the literal cut by endpos
     later = "Watchdog caught collective operation timeout\n" + text
-    m = A.block_search(later)(later, 1)
+    m = A.block_search(later)[0](later, 1)
     assert m is not None and m.start() == later.index("terminate called")
-    m = A.block_search(later)(later)
+    m = A.block_search(later)[0](later)
     assert m is not None and m.start() == 0
 
 

@@ -137,3 +137,30 @@ def test_step_scan_skips_exactly_the_lines_the_main_loop_handled(tmp_path):
     # the main loop's (its keyword lines) first, then the scan's: each line once
     assert [(e.line, e.ms) for e in evs if e.kind == "step_time"] == \
         [(2, 101.0), (4, 103.0), (1, 100.0), (3, 102.0), (6, 105.0)]
+
+
+def test_common_first_keywords_in_short_and_long_ranges_keep_their_lines(tmp_path):
+    """A block holding "terminate called" / ": error: " is scanned with the rare-first prefilter
+    and str.find over long ranges, with the full one over ranges under SHORT_RANGE (between two
+    NCCL INFO lines close together, or a short tail): each such line must reach the model
+    wherever it stands, as on the line path."""
+    from ncclsleuth.parse.anchors import SHORT_RANGE
+
+    info = "node1:7:7 [0] NCCL INFO Channel 00/02 : 0[0] -> 1[1] via P2P/IPC\n"
+    noise = "iter 12: loss 2.31, time: 41.2ms, tokens/s 9000\n"
+    # lines whose only keyword is the common-first literal ("DistBackendError" would be another)
+    terminate = "terminate called after throwing an instance of 'std::bad_alloc'\n"
+    srun = "srun: error: node07: task 3: Exited with exit code 1\n"
+    long_run = noise * (2 * SHORT_RANGE // len(noise))
+    text = (info + terminate + info                                  # a short range between INFO lines
+            + long_run + srun + long_run + terminate + info          # a long one, literals inside
+            + srun + info                                            # short again
+            + long_run + terminate + srun + long_run + terminate     # a long tail after the last INFO line
+            + info + srun + terminate)                               # a short tail
+    path = tmp_path / "rank0.log"
+    path.write_text(text)
+    model, _, _ = parse_one(InputFile(str(path)), False, ShapeCache())
+    kept = sorted((kind, e.line) for kind in ("cpp_abort", "warn_text") for e in model.events.get(kind, []))
+    assert kept == sorted(x for x in _slow(path) if x[0] in ("cpp_abort", "warn_text"))
+    wanted = [i for i, line in enumerate(text.split("\n"), 1) if line.startswith(("terminate called", "srun: error:"))]
+    assert len(wanted) == 9 and sorted(n for _, n in kept) == wanted

@@ -133,26 +133,31 @@ class _Start(Protocol):
 
 #: ``search(text, pos=0, endpos=len(text))``: the leftmost prefilter keyword in text[pos:endpos]
 BlockSearch = Callable[..., "_Start | None"]
+#: ranges shorter than this (characters) are scanned by PREFILTER itself: its slower scan of a short
+#: range costs less than a Python call of :func:`block_search`'s function and its literal finds
+SHORT_RANGE = 4096
 
 
-def block_search(text: str) -> BlockSearch:
-    """The prefilter's ``search`` for the block ``text``: where PREFILTER's leftmost match in a
-    range starts, at the cost of PREFILTER_RARE's scan and one ``str.find`` pass per literal
-    over the same characters.
+def block_search(text: str) -> tuple[BlockSearch, BlockSearch]:
+    """The prefilter's ``search`` for the block ``text``, for any range and for a range shorter
+    than :data:`SHORT_RANGE`: where PREFILTER's leftmost match in that range starts.
 
-    The common-first keywords ("terminate called", ": error: ") are looked for with
-    ``str.find`` instead of as branches of the alternation tried at every lower-case letter,
-    and only as far as the next rare-first match (the regex scans only the lines between NCCL
-    INFO lines; so do these finds).  Every per-rank file of a job the watchdog killed holds
-    "terminate called" in its last block, which the full prefilter scanned at half speed, and a
-    test ``literal in text`` of the whole block cost ~80 us a literal on a 52 KB per-rank file
-    (text with a progress bar's block characters is stored two bytes a character, where
-    ``str.find`` is ~0.7 characters a ns).  Only a match's ``start()`` is the same as
-    PREFILTER's (the callers use no other part).  The function is meant for ``text``, with
-    positions that do not move back (where they do, it looks again).
+    Most blocks hold none of the common-first keywords ("terminate called", ": error: "):
+    both are PREFILTER_RARE's own method.  A block holding one (every per-rank file of a job
+    the watchdog killed holds "terminate called" in its last block) was scanned with
+    PREFILTER, whose alternation tries a branch at every lower-case letter (~2x slower).  For
+    long ranges the literals are looked for with ``str.find`` instead, and only in the ranges
+    the regex scans (the lines between NCCL INFO lines), up to its next match: each character
+    once a literal.  A Python function call costs more than PREFILTER's slower scan of a short
+    range (an NCCL-dense block asks ~50 times, for a line or two each): those keep PREFILTER.
+    Only a match's ``start()`` is the same as PREFILTER's (the callers use no other part).  The
+    function is meant for ``text``, with positions that do not move back (where they do, it
+    looks again).
     """
     rare = PREFILTER_RARE.search
     lits = COMMON_FIRST_KEYWORDS
+    if not any(lit in text for lit in lits):
+        return rare, rare
     # per literal: [since, upto, at]: at is where it first occurs wholly inside text[since:upto], -1: nowhere
     seen = [[0, 0, -1] for _ in lits]
 
@@ -179,7 +184,7 @@ def block_search(text: str) -> BlockSearch:
                 limit = best = at
         return m if best < 0 else KeywordAt(best)
 
-    return search
+    return search, PREFILTER.search
 
 
 STEP_START = rx("|".join(STEP_PATTERNS))

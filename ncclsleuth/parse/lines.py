@@ -26,7 +26,7 @@ from ..util import reread
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 from . import fastpath, learned
-from .anchors import PREFILTER, STEP_START, anchor_starts, block_search
+from .anchors import PREFILTER, SHORT_RANGE, STEP_START, anchor_starts, block_search
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
@@ -325,7 +325,7 @@ class FileParser:
                 self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
-        search, find = block_search(text), text.find
+        (search, short), find = block_search(text), text.find
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         self._btext = text
@@ -376,7 +376,8 @@ class FileParser:
                     if info < pos:
                         info = pos
             # an INFO line right at the cursor: nothing between for the prefilter to find
-            m = None if info == pos else search(text, pos) if info < 0 else search(text, pos, info)
+            stop = size if info < 0 else info
+            m = None if info == pos else short(text, pos, stop) if stop - pos < SHORT_RANGE else search(text, pos, stop)
             if m is None:
                 if info < 0:
                     break

@@ -111,8 +111,9 @@ PREFILTER = rx(first_char_trie(tuple(re.escape(k) for k in KEYWORDS) + KEYWORD_R
 #: keywords whose first character is frequent in any text (a lower-case letter, a digit, a
 #: colon or a space): in an alternation the regex engine tries the branches at every such
 #: character, and four of them ("terminate called", ": error: ", ...) made the prefilter twice
-#: as slow on training output. A block is scanned with ``PREFILTER_RARE``, and these literals
-#: are found with ``str.find`` at C speed (:func:`block_search`): the same first matches.
+#: as slow on training output. A block without them is scanned with ``PREFILTER_RARE``; in a
+#: block with one, long ranges are too, and these literals are found with ``str.find`` at C
+#: speed (:func:`block_search`): the same first matches.
 COMMON_FIRST_KEYWORDS = tuple(k for k in KEYWORDS if k[:1].islower() or k[:1].isdecimal() or k[:1] in ": ")
 PREFILTER_RARE = rx(first_char_trie(
     tuple(re.escape(k) for k in KEYWORDS if k not in COMMON_FIRST_KEYWORDS) + KEYWORD_RX))

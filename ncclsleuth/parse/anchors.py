@@ -171,16 +171,15 @@ def block_search(text: str) -> tuple[BlockSearch, BlockSearch]:
             since, upto, at = st
             size = len(lit)
             bound = min(limit + size - 1, end)  # a literal starting before ``limit``, and inside ``endpos``
-            if since <= pos and (at < 0 or at >= pos):
-                if at < 0 and upto < bound:  # nothing wholly before ``upto``: look on from there
-                    start = upto - size + 1
-                    if start < pos:  # positions before ``pos`` are not looked at: the range starts there
-                        start = since = pos
-                    at = s.find(lit, start, bound)
-                    st[:] = since, bound, at
-            else:  # first call, a position moved back, or past the one found: look again from ``pos``
+            if pos < since or 0 <= at < pos:  # a position moved back, or past the one found: look from ``pos``
                 at = s.find(lit, pos, bound)
                 st[:] = pos, bound, at
+            elif at < 0 and upto < bound:  # nothing wholly before ``upto``: look on from there
+                start = upto - size + 1
+                if start < pos:  # positions before ``pos`` are not looked at: the range starts there
+                    start = since = pos
+                at = s.find(lit, start, bound)
+                st[:] = since, bound, at
             if 0 <= at < limit and at + size <= end:
                 limit = best = at
         return m if best < 0 else KeywordAt(best)

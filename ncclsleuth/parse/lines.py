@@ -339,7 +339,7 @@ class FileParser:
         runs = fastpath.RUNS
         # looked up once a block, not once a line (~700,000 INFO lines in an 8,000-rank file)
         sink, source, templated = self.sink, self.source, self._templated
-        fast_line, conn_run = fastpath.fast_line, fastpath.conn_run
+        fast_line, conn_run, short_range = fastpath.fast_line, fastpath.conn_run, SHORT_RANGE
         # where the lines this loop read one by one, or stopped at for a prefilter keyword, start
         # (NCCL INFO lines aside: "NCCL" tells those): the step scan skips them
         lined: list[int] = []
@@ -377,7 +377,7 @@ class FileParser:
                         info = pos
             # an INFO line right at the cursor: nothing between for the prefilter to find
             stop = size if info < 0 else info
-            m = None if info == pos else short(text, pos, stop) if stop - pos < SHORT_RANGE else search(text, pos, stop)
+            m = None if info == pos else short(text, pos, stop) if stop - pos < short_range else search(text, pos, stop)
             if m is None:
                 if info < 0:
                     break

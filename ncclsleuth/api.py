@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .ingest.sources import Discovery, EngineError, InputFile, Notice, discover
 from .model.build import parse_one, worker_cache
 from .model.job import UNREAD_KINDS, JobModel
-from .model.merge import merge
+from .model.merge import fits, merge
 from .parse.grammar import ShapeCache
 from .util import reread
 from .util.classes import dataclass
@@ -268,13 +268,14 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
             from .parallel.split import split_results
 
             # closed below: stops the pool
-            results = source = split_results(items, jobs, cache, meanwhile, drop)
+            results = source = split_results(items, jobs, cache, meanwhile, drop, lambda part: fits(model, part))
             meanwhile = None
         elif jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
             from .parallel.local import parallel_results
 
             # closed below: stops the pool
-            results = source = parallel_results(found.files, jobs, cache, meanwhile, drop)
+            results = source = parallel_results(found.files, jobs, cache, meanwhile, drop,
+                                                lambda part: fits(model, part))
             meanwhile = None
         else:
             shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)

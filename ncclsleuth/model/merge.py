@@ -2,6 +2,15 @@
 
 The result does not depend on how files were grouped into workers: every file is
 parsed into its own model and merged in the same order, with ``--jobs 1`` too.
+
+A worker sends back a run of files merged into one model.  Merging is associative (first
+value wins, counts add, lists keep their order) except where a bound decides what is kept
+(``JobModel._room``): past ``MAX_PROCESSES``, ``MAX_RANKS`` and the others which items
+are kept, and how many records are counted as untracked, depend on the order items
+arrive in, and a run model's order (communicator by communicator across its files) is
+not its files' order.  :func:`fits` says whether a run can be merged whole with no bound
+deciding anything; where it cannot, the engine merges its files' own models one by one,
+as ``--jobs 1`` does.
 """
 from __future__ import annotations
 
@@ -66,6 +75,39 @@ def merge(into: JobModel, other: JobModel) -> None:
         from .flight import absorb
 
         into.flight = absorb(into.flight, other.flight)
+
+
+def fits(into: JobModel, other: JobModel) -> bool:
+    """Whether merging ``other`` (a run of files merged into one model) into ``into`` makes no
+    bound decision, so that it equals merging the run's per-file models one by one.
+
+    False where the run itself met a bound (its ``untracked``: it may have dropped what the
+    job model still has room for), or where the processes, communicators, rank states,
+    hops or step-time keys it would add do not all fit.  Counted exactly only near a bound.
+    """
+    if other.untracked:
+        return False
+    if len(into.processes) + len(other.processes) > MAX_PROCESSES and \
+            len(into.processes) + sum(k not in into.processes for k in other.processes) > MAX_PROCESSES:
+        return False
+    if len(into.step_times) + len(other.step_times) > MAX_RANKS and \
+            len(into.step_times) + sum(k not in into.step_times for k in other.step_times) > MAX_RANKS:
+        return False
+    ranks = sum(len(c.ranks) for c in other.comms.values())
+    hops = sum(len(c.hops) for c in other.comms.values())
+    if len(into.comms) + len(other.comms) <= MAX_COMMS and into.n_ranks + ranks <= MAX_RANKS \
+            and into.n_hops + hops <= MAX_HOPS:
+        return True
+    comms = ranks = hops = 0
+    for key, c in other.comms.items():
+        mine = into.comms.get(key)
+        if mine is None:
+            comms, ranks, hops = comms + 1, ranks + len(c.ranks), hops + len(c.hops)
+        else:
+            ranks += sum(r not in mine.ranks for r in c.ranks)
+            hops += sum(h not in mine.hops for h in c.hops)
+    return len(into.comms) + comms <= MAX_COMMS and into.n_ranks + ranks <= MAX_RANKS \
+        and into.n_hops + hops <= MAX_HOPS
 
 
 def _merge_process(a: Process, b: Process) -> None:

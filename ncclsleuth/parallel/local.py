@@ -3,7 +3,8 @@
 Merging is associative (first-wins settings, summed counts, capped concatenations), so
 each worker merges a contiguous run of files into one model before sending it back,
 and the parent merges the runs in order: the model a sequential merge gives, from a
-few hundred models instead of one per rank file.
+few hundred models instead of one per rank file.  Except at the bounds of what the model
+tracks (``model.merge.fits``): a run that would meet one is merged file by file here.
 """
 from __future__ import annotations
 
@@ -66,11 +67,30 @@ def _runs(files: list[InputFile], jobs: int) -> list[list[InputFile]]:
 
 def parallel_results(files: list[InputFile], jobs: int, cache: bool,
                      meanwhile: Callable[[], None] | None = None,
-                     drop: frozenset[str] = frozenset()) -> Iterator[Result]:
+                     drop: frozenset[str] = frozenset(),
+                     fits: Callable[[JobModel], bool] | None = None) -> Iterator[Result]:
     """Per-run results in input order from this process and ``jobs - 1`` forked workers
     (:mod:`.forked`); ``meanwhile()`` runs here once the workers have started; ``drop``: as
-    for :func:`~ncclsleuth.model.build.parse_one`."""
+    for :func:`~ncclsleuth.model.build.parse_one`; ``fits(run model)``: whether the caller's
+    model takes the run whole (asked when the run is next, after the runs before it are
+    merged), else the run's files are parsed here and come one by one."""
     runs = _runs(files, jobs)
     workers = min(jobs - 1, len(runs) - 1)  # this process takes a run too: no idle worker
-    yield from run_in_order(len(runs), lambda i: _parse_task((runs[i], cache, drop)), workers, meanwhile,
-                            worker_done=lambda: worker_cache(cache).save())
+    results = run_in_order(len(runs), lambda i: _parse_task((runs[i], cache, drop)), workers, meanwhile,
+                           worker_done=lambda: worker_cache(cache).save())
+    try:
+        for run, got in zip(runs, results):
+            yield from in_order(got, run, cache, drop, fits)
+    finally:
+        results.close()  # a generator: stops the workers if the caller stopped early
+
+
+def in_order(got: Result, run: list[InputFile], cache: bool, drop: frozenset[str],
+             fits: Callable[[JobModel], bool] | None) -> Iterator[Result]:
+    """A run's result, or where the caller's model cannot take it whole (a bound would decide
+    what is kept), its files' own results, parsed here: what ``--jobs 1`` merges."""
+    if fits is None or len(run) == 1 or fits(got[0]):
+        yield got
+        return
+    for f in run:
+        yield parse_one(f, cache, drop=drop)

@@ -27,7 +27,7 @@ from ..parse.lines import Carry, FileParser, tail_cap
 from ..parse.pieces import CUT_NOTICE, Piece, StepSampler, replay, taken, whole
 from ..parse.tail import Kept
 from .forked import available, run_in_order
-from .local import Result, _parse_task, _runs
+from .local import Result, _parse_task, _runs, in_order
 
 #: the size of a piece: a file of at least twice this many bytes is parsed in pieces of
 #: about this size (smaller pieces cost more in kept end blocks sent back than they gain)
@@ -214,8 +214,10 @@ class _Notes:
 
 def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
                   meanwhile: Callable[[], None] | None = None,
-                  drop: frozenset[str] = frozenset()) -> Iterator[Result]:
-    """Per-run and per-file results in input order, the big files' pieces assembled here."""
+                  drop: frozenset[str] = frozenset(),
+                  fits: Callable[[JobModel], bool] | None = None) -> Iterator[Result]:
+    """Per-run and per-file results in input order, the big files' pieces assembled here
+    (``fits``: as for :func:`.local.parallel_results`)."""
     workers = min(jobs - 1, len(items) - 1)
     results = run_in_order(len(items), lambda i: _work(items[i], cache, drop), workers, meanwhile,
                            worker_done=lambda: worker_cache(cache).save())
@@ -223,7 +225,7 @@ def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
     try:
         for item, got in zip(items, results):
             if item[0] == "run":
-                yield got
+                yield from in_order(got, item[1], cache, drop, fits)
                 continue
             _, f, sp, k = item
             if k == 0:

@@ -111,6 +111,9 @@ def _record_texts(text: str, records: list[Record]) -> list[str]:
 
 @dataclass
 class _Tb:
+    """A Python traceback being read: where it starts, its frames so far, the last frame and the
+    program's own (not a library's) frame, and the call it was in."""
+
     start: int
     frames: int = 0
     last_frame: str | None = None

@@ -36,6 +36,9 @@ MAX_UNEXPLAINED = 200
 
 @dataclass
 class Report:
+    """What ``analyze`` answers: the findings ranked, the problem lines no finding explains, the
+    summary of the job, and the notices about the inputs."""
+
     findings: list[Finding]
     unexplained: list[Evidence]
     summary: dict[str, Any]

@@ -25,6 +25,8 @@ from .template import fill, is_missing, is_peer
 
 @dataclass(frozen=True)
 class Evidence:
+    """A line a finding quotes: its file, line number and text."""
+
     file: str
     line: int
     text: str
@@ -44,6 +46,8 @@ class Evidence:
 
 @dataclass
 class Finding:
+    """A rule that fired: its verdict, the evidence lines and the fix, ranked among the others."""
+
     rule_id: str
     name: str
     category: str

@@ -70,6 +70,8 @@ KNOWLEDGE = "knowledge"
 
 @dataclass(frozen=True)
 class RuleTest:
+    """A test a rule file carries: a log snippet it must (or must not) fire on, and the line it must quote."""
+
     name: str
     log: str | dict[str, str]
     should_fire: bool
@@ -81,6 +83,8 @@ class RuleTest:
 
 @dataclass(frozen=True)
 class Rule:
+    """A rule file, validated: when it fires (``match``), what it says and the fix, its own tests."""
+
     id: str
     name: str
     title: str

@@ -121,6 +121,8 @@ class FrNotes(Record):
 
 @dataclass
 class _Analysis:
+    """What the Flight Recorder dumps of a model say, worked out once for every fact that reads them."""
+
     fl: FlightRecords
     hosts: dict[int, str]
     expected: set[int]

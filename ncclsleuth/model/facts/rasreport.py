@@ -38,6 +38,8 @@ _ERROR_CATEGORY = (("cuda", "cuda_error"), ("remote process exited", "peer_failu
 
 @dataclass
 class _Proc:
+    """One process of an ``ncclras`` report: its ranks, communicators and the lines naming it."""
+
     pid: str
     host: str
     gpu: str

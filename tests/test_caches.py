@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import ncclsleuth.parse.grammar as G
 from ncclsleuth.parse.grammar import ShapeCache, TemplateStore, disk_key
 from ncclsleuth.rules import loader as engine
 from ncclsleuth.rules.loader import default_rule_dir, load_rules
@@ -79,8 +80,9 @@ def test_template_store_keys_shapes_by_their_digest():
     store = TemplateStore()
     store.learn("shapes", shape, None)
     store.save()
-    data = json.loads(next(Path(cache_dir()).glob("templates-*.json")).read_text())
+    data = G._read_store()
     assert disk_key(shape) in data["shapes"] and shape not in data["shapes"]
+    assert shape.encode() not in next(Path(cache_dir()).glob("templates-*.bin")).read_bytes()
     assert len(disk_key(shape)) == 32 and disk_key(shape) != disk_key(shape + " ")
     assert TemplateStore().get("shapes", shape) is None  # found: a shape the grammar rejected
 
@@ -92,10 +94,10 @@ def test_template_store_ignores_bad_entries():
     store = TemplateStore()
     store.learn("shapes", "evil", None)
     store.save()
-    path = next(Path(folder).glob("templates-*.json"))
-    data = json.loads(path.read_text())
+    path = next(Path(folder).glob("templates-*.bin"))
+    data = G._read_store()
     data["shapes"][disk_key("Using network IB")] = ["net_selected", {"network": ["__import__('os')", 0, 0, None]}]
-    path.write_text(json.dumps(data))
+    path.write_bytes(G._pack(data))
     cache = ShapeCache()
     res = cache.parse("Using network IB")
     assert res is not None and res[0] == "net_selected" and cache.parses == 1  # parsed again, not filled
@@ -114,7 +116,7 @@ def test_template_store_concurrent_saves_keep_every_entry():
     assert all(p.exitcode == 0 for p in procs)
     folder = cache_dir()
     assert folder is not None
-    data = json.loads(next(Path(folder).glob("templates-*.json")).read_text())
+    data = G._read_store()
     for i in range(4):
         for j in range(50):
             assert disk_key(f"worker {i} key {j}") in data["shapes"]
@@ -249,7 +251,7 @@ def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monk
         reads.append(n)
         return real(fd, n, at)
 
-    monkeypatch.setattr(cache.os, "pread", counting)
+    monkeypatch.setattr(cache, "_PREAD", counting)
     again = cache.CodeStore()
     ns: dict = {}
     exec(again.compile(sources[7], "<t>"), ns)  # noqa: S102
@@ -346,8 +348,6 @@ def test_code_store_concurrent_saves_keep_every_entry():
 def test_old_template_stores_are_pruned_with_their_lock_files(tmp_path, monkeypatch):
     import time
 
-    import ncclsleuth.parse.grammar as G
-
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = Path(cache_dir())
     for i in range(G.KEEP_STORES + 2):
@@ -379,8 +379,96 @@ def test_template_store_stays_bounded_and_keeps_a_used_entry(monkeypatch):
     for i in range(3):
         again.learn("shapes", f"new {i}", None)
     again.save()
-    data = json.loads(next(Path(cache_dir()).glob("templates-*.json")).read_text())
+    data = G._read_store()
     assert list(data["shapes"]) == [disk_key(k) for k in ("old 4", "old 0", "new 0", "new 1", "new 2")]
+
+
+def test_template_store_reads_the_key_table_and_only_the_entries_looked_up(monkeypatch):
+    """A lookup reads the file's key table once and then the one entry it finds, by offset:
+    a full store (8,000 shapes) is not parsed by a start that looks up ten."""
+    from ncclsleuth.util import cache
+
+    first = TemplateStore()
+    for i in range(2_000):
+        first.learn("shapes", f"shape {i}", None)
+        first.learn("lines", f"line {i}", False)
+    first.save()
+    path = next(Path(cache_dir()).glob("templates-*.bin"))
+    reads: list[int] = []
+    real = cache._PREAD
+
+    def counting(fd: int, n: int, at: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(cache, "_PREAD", counting)
+    again = TemplateStore()
+    assert again.get("shapes", "shape 7") is None and again.get("lines", "line 1999") is False
+    assert again.get("shapes", "line 7") is G._MISS and again.get("lines", "shape 7") is G._MISS  # per table
+    assert again.get("shapes", "never seen") is G._MISS
+    assert len(reads) == 4 and sum(reads) < path.stat().st_size  # head, key table, the two entries found
+    assert again._used == {"shapes": {disk_key("shape 7")}, "lines": {disk_key("line 1999")}}
+
+
+def test_template_store_finds_every_entry_of_either_table():
+    rng = __import__("random").Random(5)
+    data = {"shapes": {}, "lines": {}}
+    for i in range(300):
+        data[rng.choice(["shapes", "lines"])][disk_key(f"k{i}")] = rng.choice([None, False, ["k", {"f": (i, 0, 1, None)}]])
+    blob = G._pack(data)
+    keys = blob[G._HEAD:G._HEAD + G._count(blob) * G._RECORD]
+    for table, entries in data.items():
+        for key, value in entries.items():
+            at = G._find(keys, G._TABLES[table] + bytes.fromhex(key))
+            assert at is not None and G._value(blob[at[0]:at[0] + at[1]]) == value
+        other = "lines" if table == "shapes" else "shapes"
+        assert all(G._find(keys, G._TABLES[other] + bytes.fromhex(k)) is None for k in entries)
+    assert G._find(keys, b"\x00" + bytes(16)) is None and G._find(b"", b"\x00" + bytes(16)) is None
+
+
+def test_template_store_keeps_reading_the_file_it_opened_while_another_process_saves():
+    first = TemplateStore()
+    for i in range(50):
+        first.learn("shapes", f"old {i}", None)
+    first.save()
+    reader = TemplateStore()
+    assert reader.get("shapes", "old 0") is None  # the key table read, the file open
+    writer = TemplateStore()
+    for i in range(500):
+        writer.learn("shapes", f"new {i}", False)
+    writer.save()  # a new file renamed over the one the reader has open: every offset moved
+    assert all(reader.get("shapes", f"old {i}") is None for i in range(50))
+    assert TemplateStore().get("shapes", "new 499") is False
+
+
+def test_template_store_ignores_a_damaged_or_foreign_file():
+    path = Path(G._store_path() or "")
+    good = G._pack({"shapes": {disk_key("s"): ["k", {"f": (1, 2, 3, None)}]}, "lines": {}})
+    kept = path.read_bytes() if path.exists() else None
+    try:
+        for bad in (b"", b"{}", G._MAGIC, G._MAGIC + (G._MAX_COUNT + 1).to_bytes(4, "little"),
+                    good[:G._HEAD + 10], good[:-3], good.replace(G._MAGIC, b"x" * len(G._MAGIC)),
+                    good[:-2] + b"\xff\xff"):  # an entry that is not marshal data
+            path.write_bytes(bad)
+            assert TemplateStore().get("shapes", "s") is G._MISS, bad[:20]
+        path.write_bytes(good)
+        tpl = TemplateStore().get("shapes", "s")
+        assert isinstance(tpl, G.Template) and tpl.kind == "k" and tpl.spans == {"f": (1, 2, 3, None)}
+    finally:
+        if kept is not None:
+            path.write_bytes(kept)
+
+
+def test_template_store_save_removes_the_json_file_of_earlier_versions():
+    store = TemplateStore()
+    store.learn("shapes", "s", None)
+    store.save()
+    path = next(Path(cache_dir()).glob("templates-*.bin"))
+    legacy = path.with_suffix(".json")
+    legacy.write_text("{}")
+    store.learn("shapes", "t", None)
+    store.save()
+    assert not legacy.exists() and path.exists()
 
 
 def test_derived_tables_of_two_checkouts_coexist_and_an_edit_replaces_its_own(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import zlib
 from collections.abc import Callable
 from types import CodeType
@@ -53,6 +54,21 @@ def read_json(path: str) -> Any:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """``os.pread``: ``size`` bytes at ``offset`` without moving the file's position (several
+    threads and forked processes read one open file); where there is none (Windows) a seek and
+    a read, under a lock."""
+    if _PREAD is not None:
+        return _PREAD(fd, size, offset)
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, size)
+
+
+_PREAD = getattr(os, "pread", None)
+_SEEK_LOCK = threading.Lock()
 
 
 def write_atomic(path: str, data: str | bytes) -> None:
@@ -234,8 +250,8 @@ class CodeStore(RecentStore):
             return
         weakref.finalize(self, os.close, fd)
         try:
-            head = os.pread(fd, _HEAD, 0)
-            index = _index_of(head + os.pread(fd, _index_size(head), _HEAD))
+            head = pread(fd, _HEAD, 0)
+            index = _index_of(head + pread(fd, _index_size(head), _HEAD))
         except OSError:
             return
         if index is not None:
@@ -247,7 +263,7 @@ class CodeStore(RecentStore):
         if at is None:
             return None
         try:
-            data = os.pread(self._fd, at[1], at[0])
+            data = pread(self._fd, at[1], at[0])
         except OSError:
             return None
         return _code_of(data, source) if len(data) == at[1] else None
@@ -407,7 +423,7 @@ def read_at(path: str, offset: int, size: int) -> bytes | None:
     """``size`` bytes at ``offset`` of a :func:`keep_blob` file; None when they cannot be read."""
     try:
         with open(path, "rb") as f:
-            data = os.pread(f.fileno(), size, offset)
+            data = pread(f.fileno(), size, offset)
     except OSError:
         return None
     return data if len(data) == size else None

@@ -11,20 +11,20 @@ rebuilds the same fields from the new line's segments without calling Lark.
 A token boundary that falls inside a digit run cannot be replayed; such a shape is
 marked uncacheable and always parsed.
 
-Templates are a pure function of the grammar, so they are also kept on disk (JSON, in
-the per-user cache folder, keyed by a digest of the grammar and of this module): a
+Templates are a pure function of the grammar, so they are also kept on disk (in the
+per-user cache folder, named by a digest of the grammar and of this module, read a
+shape at a time: :class:`TemplateStore`): a
 later run on the same kinds of lines neither imports Lark nor parses with it, which
 is most of a chat-ops bot's start-up.  ``--no-cache`` bypasses both caches.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, read_json, write_atomic
+from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, pread, write_atomic
 from ...util.rxstore import RX, rx
 
 try:  # CPython's BLAKE2 without hashlib, whose OpenSSL binding costs ~3 ms to import at every start
@@ -334,29 +334,38 @@ class ShapeCache:
 
 
 class TemplateStore:
-    """Templates on disk: ``{"shapes": {key: null | false | [kind, spans]}, "lines": {...}}``.
+    """Templates on disk, per table (``shapes``, ``lines``): a shape's digest (:func:`disk_key`)
+    -> None | False | [kind, spans], as the in-memory caches hold them.
 
-    JSON, not pickle (the file sits in a cache folder); loaded on the first miss, saved
-    by :meth:`save` with a write-then-rename, merged with what another process saved
-    meanwhile, the least recently used dropped past ``MAX_ENTRIES`` per table
-    (:func:`~ncclsleuth.cache.merge_recent`).  A file that cannot be read or parsed is
-    ignored.  Each key is the shape's digest (:func:`disk_key`), not the shape.
+    The file (:func:`_pack`) is a key table sorted for a binary search, then the entries in
+    each table's order of use; a process reads the key table on its first lookup and then one
+    entry per shape it meets, by offset, from the file it opened (a save renames a new file
+    over it: the open one stays whole).  Saved by :meth:`save` with a write-then-rename, merged
+    with what another process saved meanwhile, the least recently used dropped past
+    ``MAX_ENTRIES`` per table (:func:`~ncclsleuth.util.cache.merge_recent`).  A file, or an
+    entry, that cannot be read is ignored.
+
+    The whole store was a JSON file parsed by every start: 3.1 ms at the 1,049 shapes a day
+    of reading different logs had kept, 22 ms once both tables are full (8,000), while a
+    200-line paste looks up ~10 shapes and a 64-rank job ~50.
     """
 
-    #: entries kept per table (a 16,384-rank job learns ~70; 4,000 load in ~10 ms)
+    #: entries kept per table (a 16,384-rank job learns ~70)
     MAX_ENTRIES = 4_000
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[str, Any]] | None = None
+        #: the open file's key records (``_pack``), None before the first lookup
+        self._keys: bytes | None = None
+        self._fd = -1
         self._new: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
         self._used: dict[str, set[str]] = {"shapes": set(), "lines": set()}
 
     def get(self, table: str, key: str) -> Any:
         """Template | None | False (as the in-memory caches hold them), or _MISS."""
-        if self._data is None:
-            self._data = _read_store()
+        if self._keys is None:
+            self._open()
         key = disk_key(key)
-        raw = self._data[table].get(key, _MISS)
+        raw = self._entry(table, key)
         if raw is not _MISS:
             self._used[table].add(key)
         if raw is _MISS or raw is None or raw is False:
@@ -364,9 +373,41 @@ class TemplateStore:
         try:
             kind, spans = raw
             return Template(kind, {str(n): _stored_span(v) for n, v in spans.items()})
-        except (TypeError, ValueError):  # not what save() writes: ignore the entry
-            self._data[table].pop(key, None)
+        except (TypeError, ValueError, AttributeError):  # not what save() writes: ignore the entry
             return _MISS
+
+    def _open(self) -> None:
+        """Read the key table of the file (and keep the file open for its entries)."""
+        import weakref
+
+        self._keys = b""
+        path = _store_path()
+        if path is None:
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        weakref.finalize(self, os.close, fd)
+        try:
+            head = pread(fd, _HEAD, 0)
+            n = _count(head)
+            keys = pread(fd, n * _RECORD, _HEAD) if n else b""
+        except OSError:
+            return
+        if len(keys) == n * _RECORD:
+            self._fd, self._keys = fd, keys
+
+    def _entry(self, table: str, key: str) -> Any:
+        """The stored value of ``key`` in ``table`` (None and False are values), or _MISS."""
+        at = _find(self._keys or b"", _TABLES[table] + bytes.fromhex(key))
+        if at is None:
+            return _MISS
+        try:
+            data = pread(self._fd, at[1], at[0])
+        except OSError:
+            return _MISS
+        return _value(data) if len(data) == at[1] else _MISS
 
     def learn(self, table: str, key: str, value: Any) -> None:
         if len(self._new[table]) < self.MAX_ENTRIES:
@@ -383,8 +424,72 @@ class TemplateStore:
             for table, new in self._new.items():
                 data[table] = merge_recent(data[table], self._used[table], new, self.MAX_ENTRIES)
             self._new = {"shapes": {}, "lines": {}}
-            write_atomic(path, json.dumps(data, separators=(",", ":")))
+            try:
+                write_atomic(path, _pack(data))
+            except ValueError:  # a value marshal cannot write: nothing saved
+                pass
+        try:  # the JSON file of earlier versions, read by none now
+            os.unlink(path[:-len(".bin")] + ".json")
+        except OSError:
+            pass
         _prune(path)
+
+
+#: the templates file: magic, the number of entries, their key records sorted, then the entries
+_MAGIC = b"nstpl01\0"
+_HEAD = len(_MAGIC) + 4
+#: a key record: table (1 byte), the shape's digest (16), the entry's offset (4) and size (4)
+_RECORD = 25
+_TABLES = {"shapes": b"\x00", "lines": b"\x01"}
+#: entries a file may hold (two full tables); a bigger count is damage
+_MAX_COUNT = 1 << 16
+
+
+def _count(head: bytes) -> int:
+    """The number of entries a templates file's first bytes announce (0: not such a file)."""
+    if len(head) < _HEAD or not head.startswith(_MAGIC):
+        return 0
+    n = int.from_bytes(head[len(_MAGIC):_HEAD], "little")
+    return n if n <= _MAX_COUNT else 0
+
+
+def _find(keys: bytes, probe: bytes) -> tuple[int, int] | None:
+    """(offset, size) of the entry whose table and digest are ``probe`` (17 bytes), by binary
+    search in the sorted key records."""
+    lo, hi = 0, len(keys) // _RECORD
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid * _RECORD:mid * _RECORD + 17] < probe:
+            lo = mid + 1
+        else:
+            hi = mid
+    at = lo * _RECORD
+    if keys[at:at + 17] != probe:
+        return None
+    return int.from_bytes(keys[at + 17:at + 21], "little"), int.from_bytes(keys[at + 21:at + 25], "little")
+
+
+def _value(data: bytes) -> Any:
+    """An entry's value (marshal data), or _MISS when it cannot be read."""
+    import marshal
+
+    try:
+        return marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return _MISS
+
+
+def _pack(data: dict[str, dict[str, Any]]) -> bytes:
+    """The templates file of ``data`` (table -> digest -> value, each table in its order of use)."""
+    import marshal
+
+    entries = [(_TABLES[t] + bytes.fromhex(k), marshal.dumps(v)) for t in _TABLES for k, v in data[t].items()]
+    records, at = [], _HEAD + len(entries) * _RECORD
+    for key, value in entries:
+        records.append(key + at.to_bytes(4, "little") + len(value).to_bytes(4, "little"))
+        at += len(value)
+    records.sort()
+    return b"".join([_MAGIC, len(entries).to_bytes(4, "little"), *records, *(v for _, v in entries)])
 
 
 def disk_key(key: str) -> str:
@@ -407,7 +512,8 @@ KEEP_STORES = 4
 def _prune(path: str) -> None:
     folder = os.path.dirname(path)
     try:
-        old = sorted((e for e in os.scandir(folder) if e.name.startswith("templates-") and e.name.endswith(".json")),
+        old = sorted((e for e in os.scandir(folder)
+                      if e.name.startswith("templates-") and e.name.endswith((".bin", ".json"))),
                      key=lambda e: e.stat().st_mtime, reverse=True)[KEEP_STORES:]
         for e in old:
             os.unlink(e.path)
@@ -418,21 +524,21 @@ def _prune(path: str) -> None:
 
 
 def _stored_span(v: Any) -> Any:
-    """A span list from JSON, checked: the fill function is generated from these numbers."""
-    if not isinstance(v, list):
-        raise ValueError(v)
-    if not v or isinstance(v[0], list):
+    """A span from the templates file, checked: the fill function is generated from these
+    numbers.  A span is four integers (the last may be None), or a list of spans."""
+    if isinstance(v, (tuple, list)) and len(v) == 4 and all(type(x) is int for x in v[:3]) \
+            and (v[3] is None or type(v[3]) is int):
+        return tuple(v)
+    if isinstance(v, list) and all(isinstance(x, (tuple, list)) for x in v):
         return [_stored_span(x) for x in v]
-    if len(v) != 4 or not all(type(x) is int for x in v[:3]) or not (v[3] is None or type(v[3]) is int):
-        raise ValueError(v)
-    return tuple(v)
+    raise ValueError(v)
 
 
 _STORE_PATH: list[str | None] = []
 
 
 def _store_path() -> str | None:
-    """``templates-<digest>.json``: the digest covers the grammar and this module, whose
+    """``templates-<digest>.bin``: the digest covers the grammar and this module, whose
     code decides what a template holds, so a changed grammar never reads old templates."""
     if not _STORE_PATH:
         folder = cache_dir()
@@ -440,7 +546,7 @@ def _store_path() -> str | None:
             _STORE_PATH.append(None)
         else:
             key = digest(_read_bytes(_GRAMMAR), _read_bytes(os.path.abspath(__file__)))
-            _STORE_PATH.append(os.path.join(folder, f"templates-{key}.json"))
+            _STORE_PATH.append(os.path.join(folder, f"templates-{key}.bin"))
     return _STORE_PATH[0]
 
 
@@ -450,12 +556,27 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _read_store() -> dict[str, dict[str, Any]]:
+    """Every entry of the templates file, per table in its order of use (entries that cannot
+    be read left out); empty tables when there is no file or it is not one."""
     path = _store_path()
-    empty: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
-    data = read_json(path) if path is not None else None
-    if not isinstance(data, dict) or not all(isinstance(data.get(t), dict) for t in empty):
-        return empty
-    return {t: data[t] for t in empty}
+    out: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
+    try:
+        with open(path or "", "rb") as f:
+            data = f.read()
+    except OSError:
+        return out
+    n = _count(data)
+    keys = data[_HEAD:_HEAD + n * _RECORD]
+    if len(keys) != n * _RECORD:
+        return out
+    names = {v: k for k, v in _TABLES.items()}
+    records = sorted((int.from_bytes(keys[i + 17:i + 21], "little"), int.from_bytes(keys[i + 21:i + 25], "little"),
+                      keys[i:i + 1], keys[i + 1:i + 17].hex()) for i in range(0, len(keys), _RECORD))
+    for at, size, table, key in records:  # in the file's order: each table's order of use
+        value = _value(data[at:at + size]) if table in names and at + size <= len(data) else _MISS
+        if value is not _MISS:
+            out[names[table]][key] = value
+    return out
 
 
 def _stringify(fields: dict[str, Any]) -> RawFields:

@@ -715,6 +715,7 @@ def _warm(rules: list[Any]) -> Any:
     from .parse.grammar import ShapeCache
 
     shapes = ShapeCache()
+    shapes.load_all()  # the templates and compiled code on disk, whole: requests then read no cache file
     sample = (b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
               b"h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
               b"h:1:2 [0] misc/socket.cc:540 NCCL WARN socketPollConnect: connect returned Connection refused\n"

@@ -628,3 +628,29 @@ def test_a_second_analyze_compiles_nothing(tmp_path, monkeypatch):
     runs = [subprocess.run([sys.executable, "-c", _COUNT_COMPILES, str(job)], capture_output=True, text=True,
                            check=True).stdout.split()[-1] for _ in range(2)]
     assert int(runs[0]) > 20 and runs[1] == "0"
+
+
+def test_stores_read_whole_by_load_all_look_up_without_reading_a_file(monkeypatch):
+    """``serve`` reads both stores whole before it forks its workers: a request reads no cache file."""
+    from ncclsleuth.util import cache
+
+    store = TemplateStore()
+    store.learn("shapes", "a shape", None)
+    store.save()
+    code = cache.CodeStore()
+    src = "def f():\n    return 'whole'\n"
+    code.compile(src, "<t>")
+    code.save()
+    templates, compiled = TemplateStore(), cache.CodeStore()
+    templates.load_all()
+    compiled.load_all()
+
+    def no_read(*args: object) -> bytes:
+        raise AssertionError("a file read after load_all")
+
+    monkeypatch.setattr(cache, "_PREAD", no_read)
+    monkeypatch.setattr(G, "pread", no_read)
+    assert templates.get("shapes", "a shape") is None and templates.get("shapes", "other") is G._MISS
+    ns: dict = {}
+    exec(compiled.compile(src, "<t>"), ns)  # noqa: S102
+    assert ns["f"]() == "whole" and compiled._used == {cache.digest(src.encode())}

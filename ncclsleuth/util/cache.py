@@ -197,6 +197,8 @@ class CodeStore(RecentStore):
         #: digest of a source -> (offset, size) of its entry in the open file
         self._index: dict[str, tuple[int, int]] | None = None
         self._fd = -1
+        #: every entry, read at once (:meth:`load_all`): lookups then read no file
+        self._all: dict[str, bytes] | None = None
         self._code: dict[str, CodeType] = {}
 
     def _where(self) -> str | None:
@@ -222,7 +224,7 @@ class CodeStore(RecentStore):
         code = self._code.get(source)
         if code is not None:
             return code
-        if self._index is None:
+        if self._index is None and self._all is None:
             self._open()
         key = digest(source.encode("utf-8", "surrogatepass"))
         code = self._kept(key, source)
@@ -257,8 +259,16 @@ class CodeStore(RecentStore):
         if index is not None:
             self._fd, self._index = fd, index
 
+    def load_all(self) -> None:
+        """Read every entry now (``serve``, before it forks its workers: a request then reads no
+        file, and the workers share the entries)."""
+        self._all = _read_code()
+
     def _kept(self, key: str, source: str) -> CodeType | None:
         """The code of ``source`` in the open file (None when it is not there or not sound)."""
+        if self._all is not None:
+            data = self._all.get(key)
+            return _code_of(data, source) if data is not None else None
         at = self._index.get(key) if self._index else None
         if at is None:
             return None

@@ -318,6 +318,12 @@ class ShapeCache:
         elif len(self.fixed_seen) < 100_000:
             self.fixed_seen[fkey] = seen
 
+    def load_all(self) -> None:
+        """Read the templates and the compiled code on disk whole, now (see ``TemplateStore.load_all``)."""
+        if self._store is not None:
+            self._store.load_all()
+        CODE.load_all()
+
     def save(self) -> None:
         """Add what this cache learned to the templates on disk, the code compiled for
         them and the regexes compiled at import (no-op if nothing new)."""
@@ -357,12 +363,14 @@ class TemplateStore:
         #: the open file's key records (``_pack``), None before the first lookup
         self._keys: bytes | None = None
         self._fd = -1
+        #: every entry, read at once (:meth:`load_all`): lookups then read no file
+        self._all: dict[str, dict[str, Any]] | None = None
         self._new: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
         self._used: dict[str, set[str]] = {"shapes": set(), "lines": set()}
 
     def get(self, table: str, key: str) -> Any:
         """Template | None | False (as the in-memory caches hold them), or _MISS."""
-        if self._keys is None:
+        if self._keys is None and self._all is None:
             self._open()
         key = disk_key(key)
         raw = self._entry(table, key)
@@ -398,8 +406,15 @@ class TemplateStore:
         if len(keys) == n * _RECORD:
             self._fd, self._keys = fd, keys
 
+    def load_all(self) -> None:
+        """Read every entry now (``serve``, before it forks its workers: a request then reads no
+        file, and the workers share the entries)."""
+        self._all = _read_store()
+
     def _entry(self, table: str, key: str) -> Any:
         """The stored value of ``key`` in ``table`` (None and False are values), or _MISS."""
+        if self._all is not None:
+            return self._all[table].get(key, _MISS)
         at = _find(self._keys or b"", _TABLES[table] + bytes.fromhex(key))
         if at is None:
             return _MISS

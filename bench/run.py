@@ -107,9 +107,47 @@ def neutral_cwd() -> str:
     return NEUTRAL_CWD
 
 
+def run_env(cmd: list[str], env: dict | None = None) -> tuple[list[str], dict | None]:
+    """``cmd`` without its leading ``env VAR=VALUE ...`` words, and the environment that sets them.
+
+    Measured through env(1) a build paid an extra exec (~1 ms) on every start that the build it
+    was compared with did not: a ``--before "start=env PYTHONPATH=... python -m ncclsleuth"``
+    start-up looked slower than it was."""
+    extra: dict[str, str] = {}
+    while cmd and os.path.basename(cmd[0]) == "env":
+        i = 1
+        while i < len(cmd) and "=" in cmd[i] and not cmd[i].startswith("-"):
+            key, _, value = cmd[i].partition("=")
+            extra[key] = value
+            i += 1
+        cmd = cmd[i:]
+    if not extra:
+        return cmd, env
+    return cmd, {**(env if env is not None else os.environ), **extra}
+
+
+def build_tools(before: list[str] | None, name: str, exe: list[str],
+                caches: str | None) -> list[tuple[str, list[str]]]:
+    """The builds measured: each ``--before [NAME=]COMMAND`` and this checkout's ``exe`` as ``name``.
+
+    Each runs with a cache folder of its own under ``caches``, new for the run (None: the user's
+    own): a start reads the caches, and one that earlier runs had grown (the template store
+    before it was read by offset: 20 ms a start when full) made a build look slower than the one
+    it was compared with.  A command's own ``env XDG_CACHE_HOME=...`` wins."""
+    tools: list[tuple[str, list[str]]] = []
+    for spec in before or ():  # NAME=COMMAND, or a bare command named "before"
+        tname, eq, cmd = spec.partition("=")
+        tools.append((tname, cmd.split()) if eq and " " not in tname else ("before", spec.split()))
+    tools.append((name, exe))
+    if caches is None:
+        return tools
+    return [(n, ["env", f"XDG_CACHE_HOME={os.path.join(caches, n)}", *c]) for n, c in tools]
+
+
 def measure(cmd: list[str], stdout_path: str | None = None, env: dict | None = None) -> dict:
     """Run ``cmd`` (stdout to /dev/null or a file) in :data:`NEUTRAL_CWD`; wall, CPU, peak RSS
-    from its own rusage."""
+    from its own rusage (a leading ``env VAR=VALUE`` is set here, not run: :func:`run_env`)."""
+    cmd, env = run_env(cmd, env)
     with tempfile.TemporaryFile() as err, open(stdout_path or os.devnull, "wb") as out:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=neutral_cwd())
@@ -495,11 +533,7 @@ def _python_exe(cmd: list[str]) -> list[str]:
 
 def mode_density(a: argparse.Namespace, exe: list[str]) -> dict:
     """Every density in both layouts; baseline and each build's ``analyze --jobs N`` alternating."""
-    tools: list[tuple[str, list[str]]] = []
-    for spec in a.before or ():  # NAME=COMMAND, or a bare command named "before"
-        name, eq, cmd = spec.partition("=")
-        tools.append((name, cmd.split()) if eq and " " not in name else ("before", spec.split()))
-    tools.append(("after", exe))
+    tools = build_tools(a.before, "after", exe, None if a.user_cache else a.caches)
     cases = []
     root = os.path.join(OUT, f"density-{a.sweep_lines}")
     for dname, opts in DENSITIES:
@@ -625,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-lines", type=int, default=1_000_000, help="lines of each density-sweep job")
     ap.add_argument("--before", action="append", metavar="[NAME=]COMMAND",
                     help="another ncclsleuth command measured in the same run (density sweep; repeatable)")
+    ap.add_argument("--user-cache", action="store_true",
+                    help="density sweep: run the builds with the user's cache folder, not one of their own each")
     ap.add_argument("--instructions", action="store_true",
                     help="density sweep: also count the instructions of each --jobs 1 run (valgrind)")
     ap.add_argument("--profile", type=int, metavar="LINES", help="cProfile ncclsleuth parse on a job this big")
@@ -643,7 +679,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.cold_start:
         res = mode_cold(a, exe)
     elif a.density:
-        res = mode_density(a, exe)
+        with tempfile.TemporaryDirectory(prefix="ncclsleuth-caches-") as a.caches:
+            res = mode_density(a, exe)
     elif a.profile:
         res = mode_profile(a, exe)
     elif a.sizes:

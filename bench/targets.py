@@ -24,6 +24,11 @@ The checks and their targets:
             both run by the interpreter that runs this script; and, for what a chat-ops bot that
             keeps ``ncclsleuth serve`` running pays per question, the paste's ``POST /analyze``
 
+Every build runs with a cache folder of its own, new for the run (``--user-cache``: the user's
+own): caches an earlier history grew would make one build's starts slower than another's.  A
+leading ``env VAR=VALUE`` of a ``--before`` command is set by this script, not run (env(1) would
+add an exec to every start of that build only).
+
 The baseline is ``bench/run.py``'s (a binary ``readline`` of every line, UTF-8 decode, one anchored
 prefix regex), measured in the same round-robin as the tools, so the load of the machine falls on
 every command alike.  Every ``analyze`` output is kept per command and compared: ``--jobs 1`` and
@@ -307,8 +312,8 @@ def serve_latency(exe: list[str], path: str, runs: int) -> float | None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(exe + ["serve", "--port", str(port), "--no-access-log"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=R.neutral_cwd())
+    cmd, env = R.run_env(exe + ["serve", "--port", str(port), "--no-access-log"])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=R.neutral_cwd())
     base = f"http://127.0.0.1:{port}"
     with open(path, "rb") as f:
         body = f.read()
@@ -347,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-runs", type=int, default=20)
     ap.add_argument("--before", action="append", metavar="[NAME=]COMMAND",
                     help="another ncclsleuth command measured in the same rounds (repeatable)")
+    ap.add_argument("--user-cache", action="store_true",
+                    help="run the builds with the user's cache folder, not one of their own each (new for the run)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     ap.add_argument("--out", default=ROOT, help="where the logs are generated and kept (default: %(default)s)")
     a = ap.parse_args(argv)
@@ -355,17 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in only if c not in CHECKS + ON_DEMAND]
     if unknown:
         ap.error(f"unknown check(s): {', '.join(unknown)} (known: {', '.join(CHECKS + ON_DEMAND)})")
-    tools: list[tuple[str, list[str]]] = []
-    for spec in a.before or ():
-        name, eq, cmd = spec.partition("=")
-        tools.append((name, cmd.split()) if eq and " " not in name else ("before", spec.split()))
-    tools.append(("head", R.ncclsleuth_cmd()))
     os.makedirs(ROOT, exist_ok=True)
     m = R.machine()
     m["bytecode"] = R.ensure_bytecode()
     print(R.machine_md(m), flush=True)
     rows: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="ncclsleuth-targets-") as tmp:
+        tools = R.build_tools(a.before, "head", R.ncclsleuth_cmd(),
+                              None if a.user_cache else os.path.join(tmp, "caches"))
         for check in only:
             print(f"... {check}", flush=True)
             if check == "8k":

@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 import ncclsleuth.parse.grammar as G
 from ncclsleuth.parse.grammar import ShapeCache, TemplateStore, disk_key
 from ncclsleuth.rules import loader as engine
@@ -193,7 +195,7 @@ def test_code_store_ignores_a_damaged_or_foreign_file():
     path = cache._code_path()
     assert path is not None
     src = "def f():\n    return 7\n"
-    key = cache.digest(src.encode())
+    key = cache.code_key(src)
     good = marshal.dumps((src, compile(src, "<t>", "exec")))
     other = "def f():\n    return 8\n"
     huge = cache._MAGIC + (cache._MAX_INDEX + 1).to_bytes(4, "little")
@@ -252,6 +254,7 @@ def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monk
         return real(fd, n, at)
 
     monkeypatch.setattr(cache, "_PREAD", counting)
+    monkeypatch.setattr(cache, "_WHOLE", size - 1)  # a big store: read an entry at a time
     again = cache.CodeStore()
     ns: dict = {}
     exec(again.compile(sources[7], "<t>"), ns)  # noqa: S102
@@ -260,14 +263,23 @@ def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monk
     assert again._index is not None and len(again._index) == 300  # every entry indexed ...
     assert list(again._code) == [sources[7], sources[299]]  # ... only the two asked for built
     assert len(reads) == 4 and sum(reads) < size // 5  # head, index, two entries
+    monkeypatch.setattr(cache, "_WHOLE", size)  # a small one: one read, the entries sliced from it
+    reads.clear()
+    small = cache.CodeStore()
+    for src in sources[:10]:
+        small.compile(src, "<t>")
+    assert reads == [size] and len(small._used) == 10 and not small._new
     kept = cache._read_code()
     assert len(kept) == 300 and all(type(v) is bytes for v in kept.values())
 
 
-def test_code_store_entries_stay_readable_when_another_process_replaces_the_file():
+@pytest.mark.parametrize("whole", [True, False])
+def test_code_store_entries_stay_readable_when_another_process_replaces_the_file(monkeypatch, whole):
     """A save writes a new file and renames it over the old; a store that opened the old one
-    reads its entries at the old offsets from the file it opened."""
+    reads its entries at the old offsets from the file it opened (or from the copy it read whole)."""
     from ncclsleuth.util import cache
+
+    monkeypatch.setattr(cache, "_WHOLE", 1 << 30 if whole else 0)
 
     path = cache._code_path()
     assert path is not None
@@ -311,7 +323,7 @@ def test_code_store_file_packs_offsets_past_its_index():
     from ncclsleuth.util import cache
 
     for n in (0, 1, 7, 2_000):
-        entries = {cache.digest(str(i).encode()): marshal.dumps((str(i), i)) for i in range(n)}
+        entries = {cache.code_key(str(i)): marshal.dumps((str(i), i)) for i in range(n)}
         data = cache.pack_code(entries)
         index = cache._index_of(data)
         assert index is not None and list(index) == list(entries)
@@ -653,4 +665,4 @@ def test_stores_read_whole_by_load_all_look_up_without_reading_a_file(monkeypatc
     assert templates.get("shapes", "a shape") is None and templates.get("shapes", "other") is G._MISS
     ns: dict = {}
     exec(compiled.compile(src, "<t>"), ns)  # noqa: S102
-    assert ns["f"]() == "whole" and compiled._used == {cache.digest(src.encode())}
+    assert ns["f"]() == "whole" and compiled._used == {cache.code_key(src)}

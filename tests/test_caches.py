@@ -232,6 +232,21 @@ def test_same_report_with_an_empty_and_a_warm_code_store(tmp_path, monkeypatch):
     assert warm == cold and json.loads(warm)["findings"]
 
 
+def _count_reads(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """The sizes of the reads by offset the caches make from now on (``util.cache.pread``)."""
+    from ncclsleuth.util import cache
+
+    reads: list[int] = []
+    real = cache._PREAD
+
+    def counting(fd: int, n: int, at: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(cache, "_PREAD", counting)
+    return reads
+
+
 def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monkeypatch):
     """A start reads the file's index and then, by offset, the entries it uses: not the whole file."""
     from ncclsleuth.util import cache
@@ -246,14 +261,7 @@ def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monk
         first.compile(src, "<t>")
     first.save()
     size = os.path.getsize(path)
-    reads: list[int] = []
-    real = os.pread
-
-    def counting(fd: int, n: int, at: int) -> bytes:
-        reads.append(n)
-        return real(fd, n, at)
-
-    monkeypatch.setattr(cache, "_PREAD", counting)
+    reads = _count_reads(monkeypatch)
     monkeypatch.setattr(cache, "_WHOLE", size - 1)  # a big store: read an entry at a time
     again = cache.CodeStore()
     ns: dict = {}
@@ -398,7 +406,6 @@ def test_template_store_stays_bounded_and_keeps_a_used_entry(monkeypatch):
 def test_template_store_reads_the_key_table_and_only_the_entries_looked_up(monkeypatch):
     """A lookup reads the file's key table once and then the one entry it finds, by offset:
     a full store (8,000 shapes) is not parsed by a start that looks up ten."""
-    from ncclsleuth.util import cache
 
     first = TemplateStore()
     for i in range(2_000):
@@ -406,14 +413,7 @@ def test_template_store_reads_the_key_table_and_only_the_entries_looked_up(monke
         first.learn("lines", f"line {i}", False)
     first.save()
     path = next(Path(cache_dir()).glob("templates-*.bin"))
-    reads: list[int] = []
-    real = cache._PREAD
-
-    def counting(fd: int, n: int, at: int) -> bytes:
-        reads.append(n)
-        return real(fd, n, at)
-
-    monkeypatch.setattr(cache, "_PREAD", counting)
+    reads = _count_reads(monkeypatch)
     again = TemplateStore()
     assert again.get("shapes", "shape 7") is None and again.get("lines", "line 1999") is False
     assert again.get("shapes", "line 7") is G._MISS and again.get("lines", "shape 7") is G._MISS  # per table

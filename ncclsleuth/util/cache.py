@@ -67,6 +67,22 @@ def pread(fd: int, size: int, offset: int) -> bytes:
         return os.read(fd, size)
 
 
+def open_kept(owner: object, path: str | None) -> int | None:
+    """``path`` opened for reading, closed when ``owner`` is collected (a store that reads its
+    entries by offset keeps its file open: a save renames another file over the path, and the
+    offsets it read stay true for the open one); None where it cannot be opened."""
+    import weakref
+
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    weakref.finalize(owner, os.close, fd)
+    return fd
+
+
 _PREAD = getattr(os, "pread", None)
 _SEEK_LOCK = threading.Lock()
 
@@ -242,17 +258,10 @@ class CodeStore(RecentStore):
 
     def _open(self) -> None:
         """Read the index of the file (and keep the file open for its entries)."""
-        import weakref
-
         self._index = {}
-        path = _code_path()
-        if path is None:
+        fd = open_kept(self, _code_path())
+        if fd is None:
             return
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        weakref.finalize(self, os.close, fd)
         try:
             size = os.fstat(fd).st_size
             if size <= _WHOLE:  # one read, then slices: cheaper than a read an entry

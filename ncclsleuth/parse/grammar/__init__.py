@@ -24,7 +24,7 @@ import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, pread, write_atomic
+from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, open_kept, pread, write_atomic
 from ...util.rxstore import RX, rx
 
 try:  # CPython's BLAKE2 without hashlib, whose OpenSSL binding costs ~3 ms to import at every start
@@ -386,17 +386,10 @@ class TemplateStore:
 
     def _open(self) -> None:
         """Read the key table of the file (and keep the file open for its entries)."""
-        import weakref
-
         self._keys = b""
-        path = _store_path()
-        if path is None:
+        fd = open_kept(self, _store_path())
+        if fd is None:
             return
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        weakref.finalize(self, os.close, fd)
         try:
             head = pread(fd, _HEAD, 0)
             n = _count(head)

@@ -456,11 +456,15 @@ def test_template_store_keeps_reading_the_file_it_opened_while_another_process_s
 def test_template_store_ignores_a_damaged_or_foreign_file():
     path = Path(G._store_path() or "")
     good = G._pack({"shapes": {disk_key("s"): ["k", {"f": (1, 2, 3, None)}]}, "lines": {}})
+    deep: list = [(1, 2, 3, None)]
+    for _ in range(1_500):
+        deep = [deep]
     kept = path.read_bytes() if path.exists() else None
     try:
         for bad in (b"", b"{}", G._MAGIC, G._MAGIC + (G._MAX_COUNT + 1).to_bytes(4, "little"),
                     good[:G._HEAD + 10], good[:-3], good.replace(G._MAGIC, b"x" * len(G._MAGIC)),
-                    good[:-2] + b"\xff\xff"):  # an entry that is not marshal data
+                    good[:-2] + b"\xff\xff",  # an entry that is not marshal data
+                    G._pack({"shapes": {disk_key("s"): ["k", {"f": deep}]}, "lines": {}})):  # spans nested 1,500 deep
             path.write_bytes(bad)
             assert TemplateStore().get("shapes", "s") is G._MISS, bad[:20]
         path.write_bytes(good)

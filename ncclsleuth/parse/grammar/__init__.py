@@ -381,7 +381,7 @@ class TemplateStore:
         try:
             kind, spans = raw
             return Template(kind, {str(n): _stored_span(v) for n, v in spans.items()})
-        except (TypeError, ValueError, AttributeError):  # not what save() writes: ignore the entry
+        except (TypeError, ValueError, AttributeError, RecursionError):  # not what save() writes: ignore it
             return _MISS
 
     def _open(self) -> None:

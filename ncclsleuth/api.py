@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,14 +269,13 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
             from .parallel.split import split_results
 
             # closed below: stops the pool
-            results = source = split_results(items, jobs, cache, meanwhile, drop, lambda part: fits(model, part))
+            results = source = split_results(items, jobs, cache, meanwhile, drop, partial(fits, model))
             meanwhile = None
         elif jobs > 1 and len(found.files) > 1 and _worth_parallel(found.files, jobs):
             from .parallel.local import parallel_results
 
             # closed below: stops the pool
-            results = source = parallel_results(found.files, jobs, cache, meanwhile, drop,
-                                                lambda part: fits(model, part))
+            results = source = parallel_results(found.files, jobs, cache, meanwhile, drop, partial(fits, model))
             meanwhile = None
         else:
             shapes = None if options.shared_cache else options.shapes or ShapeCache(enabled=cache)

@@ -262,7 +262,7 @@ def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monk
     first.save()
     size = os.path.getsize(path)
     reads = _count_reads(monkeypatch)
-    monkeypatch.setattr(cache, "_WHOLE", size - 1)  # a big store: read an entry at a time
+    monkeypatch.setattr(cache, "WHOLE", size - 1)  # a big store: read an entry at a time
     again = cache.CodeStore()
     ns: dict = {}
     exec(again.compile(sources[7], "<t>"), ns)  # noqa: S102
@@ -271,7 +271,7 @@ def test_code_store_reads_only_the_index_and_the_entries_a_process_asks_for(monk
     assert again._index is not None and len(again._index) == 300  # every entry indexed ...
     assert list(again._code) == [sources[7], sources[299]]  # ... only the two asked for built
     assert len(reads) == 4 and sum(reads) < size // 5  # head, index, two entries
-    monkeypatch.setattr(cache, "_WHOLE", size)  # a small one: one read, the entries sliced from it
+    monkeypatch.setattr(cache, "WHOLE", size)  # a small one: one read, the entries sliced from it
     reads.clear()
     small = cache.CodeStore()
     for src in sources[:10]:
@@ -287,7 +287,7 @@ def test_code_store_entries_stay_readable_when_another_process_replaces_the_file
     reads its entries at the old offsets from the file it opened (or from the copy it read whole)."""
     from ncclsleuth.util import cache
 
-    monkeypatch.setattr(cache, "_WHOLE", 1 << 30 if whole else 0)
+    monkeypatch.setattr(cache, "WHOLE", 1 << 30 if whole else 0)
 
     path = cache._code_path()
     assert path is not None
@@ -665,7 +665,6 @@ def test_stores_read_whole_by_load_all_look_up_without_reading_a_file(monkeypatc
         raise AssertionError("a file read after load_all")
 
     monkeypatch.setattr(cache, "_PREAD", no_read)
-    monkeypatch.setattr(G, "pread", no_read)
     assert templates.get("shapes", "a shape") is None and templates.get("shapes", "other") is G._MISS
     ns: dict = {}
     exec(compiled.compile(src, "<t>"), ns)  # noqa: S102

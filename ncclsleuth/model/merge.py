@@ -15,6 +15,8 @@ as ``--jobs 1`` does.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Container, Iterable
+from typing import Any
 
 from .job import KEEP_PER_KIND, MAX_COMMS, MAX_HOPS, MAX_PROCESSES, MAX_RANKS, STEP_SAMPLES, Comm, JobModel, Process
 
@@ -87,27 +89,24 @@ def fits(into: JobModel, other: JobModel) -> bool:
     """
     if other.untracked:
         return False
-    if len(into.processes) + len(other.processes) > MAX_PROCESSES and \
-            len(into.processes) + sum(k not in into.processes for k in other.processes) > MAX_PROCESSES:
-        return False
-    if len(into.step_times) + len(other.step_times) > MAX_RANKS and \
-            len(into.step_times) + sum(k not in into.step_times for k in other.step_times) > MAX_RANKS:
-        return False
+    for mine, theirs, bound in ((into.processes, other.processes, MAX_PROCESSES),
+                                (into.step_times, other.step_times, MAX_RANKS), (into.comms, other.comms, MAX_COMMS)):
+        if len(mine) + len(theirs) > bound and len(mine) + _new(mine, theirs) > bound:
+            return False
     ranks = sum(len(c.ranks) for c in other.comms.values())
     hops = sum(len(c.hops) for c in other.comms.values())
-    if len(into.comms) + len(other.comms) <= MAX_COMMS and into.n_ranks + ranks <= MAX_RANKS \
-            and into.n_hops + hops <= MAX_HOPS:
-        return True
-    comms = ranks = hops = 0
-    for key, c in other.comms.items():
-        mine = into.comms.get(key)
-        if mine is None:
-            comms, ranks, hops = comms + 1, ranks + len(c.ranks), hops + len(c.hops)
-        else:
-            ranks += sum(r not in mine.ranks for r in c.ranks)
-            hops += sum(h not in mine.hops for h in c.hops)
-    return len(into.comms) + comms <= MAX_COMMS and into.n_ranks + ranks <= MAX_RANKS \
-        and into.n_hops + hops <= MAX_HOPS
+    if into.n_ranks + ranks > MAX_RANKS or into.n_hops + hops > MAX_HOPS:  # near a bound: only what is new
+        for key, c in other.comms.items():
+            mine_c = into.comms.get(key)
+            if mine_c is not None:
+                ranks -= len(c.ranks) - _new(mine_c.ranks, c.ranks)
+                hops -= len(c.hops) - _new(mine_c.hops, c.hops)
+    return into.n_ranks + ranks <= MAX_RANKS and into.n_hops + hops <= MAX_HOPS
+
+
+def _new(mine: Container[Any], theirs: Iterable[Any]) -> int:
+    """How many of ``theirs`` are not in ``mine``."""
+    return sum(k not in mine for k in theirs)
 
 
 def _merge_process(a: Process, b: Process) -> None:

@@ -67,20 +67,76 @@ def pread(fd: int, size: int, offset: int) -> bytes:
         return os.read(fd, size)
 
 
-def open_kept(owner: object, path: str | None) -> int | None:
-    """``path`` opened for reading, closed when ``owner`` is collected (a store that reads its
-    entries by offset keeps its file open: a save renames another file over the path, and the
-    offsets it read stay true for the open one); None where it cannot be opened."""
-    import weakref
+def head_count(head: bytes, magic: bytes, bound: int) -> int:
+    """The number a store file's head (``magic`` then 4 bytes, little-endian) announces: 0 where
+    the file is not such a file or the number is past ``bound`` (damage)."""
+    end = len(magic) + 4
+    if len(head) < end or not head.startswith(magic):
+        return 0
+    n = int.from_bytes(head[len(magic):end], "little")
+    return n if n <= bound else 0
 
-    if path is None:
-        return None
+
+#: a store file up to this size is read whole and its entries sliced from it: a fresh code store
+#: (~190 functions, 277 KB) took 2.63 ms a paste read an entry at a time against 1.98 ms loaded whole
+WHOLE = 512 << 10
+
+
+class OffsetFile:
+    """A store file whose front (its head and index) is read when it is opened and whose entries
+    are read by offset when they are asked for, from the file opened: a save renames another
+    file over the path, and the offsets read stay true for the one open.  A file of ``whole``
+    bytes or less is read in one read and closed (its entries sliced from it: cheaper than a read
+    an entry, and no read later, which ``serve`` asks for)."""
+
+    def __init__(self, path: str | None, head: int, index_size: Callable[[bytes], int],
+                 whole: int | None = None) -> None:
+        """``head``: the head's size; ``index_size(head bytes)``: the size of the index after it."""
+        #: the head and the index (empty where the file cannot be read), or the whole file
+        self.front = b""
+        self._whole: bytes | None = None
+        self._fd = -1
+        try:
+            fd = os.open(path or "", os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            if size <= (WHOLE if whole is None else whole):
+                self.front = self._whole = pread(fd, size, 0)
+            else:
+                first = pread(fd, head, 0)
+                self.front = first + pread(fd, index_size(first), head)
+        except OSError:
+            pass
+        if self._whole is not None or not self.front:
+            os.close(fd)
+            return
+        import weakref
+
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``offset``; None where they cannot be read whole."""
+        if self._whole is not None:
+            data = self._whole[offset:offset + size]
+        elif self._fd < 0:
+            return None
+        else:
+            try:
+                data = pread(self._fd, size, offset)
+            except OSError:
+                return None
+        return data if len(data) == size else None
+
+
+def remove_quietly(path: str) -> None:
+    """Delete ``path`` if it is there (a cache file of an earlier version)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        os.unlink(path)
     except OSError:
-        return None
-    weakref.finalize(owner, os.close, fd)
-    return fd
+        pass
 
 
 _PREAD = getattr(os, "pread", None)
@@ -210,13 +266,9 @@ class CodeStore(RecentStore):
 
     def __init__(self) -> None:
         super().__init__()
-        #: key of a source (:func:`code_key`) -> (offset, size) of its entry in the open file
+        #: key of a source (:func:`code_key`) -> (offset, size) of its entry in the file; None before the first lookup
         self._index: dict[int, tuple[int, int]] | None = None
-        self._fd = -1
-        #: every entry, read at once (:meth:`load_all`): lookups then read no file
-        self._all: dict[int, bytes] | None = None
-        #: the whole file, where it is small (``_WHOLE``): entries are sliced from it
-        self._whole: bytes | None = None
+        self._file: OffsetFile | None = None
         self._code: dict[str, CodeType] = {}
 
     def _where(self) -> str | None:
@@ -229,12 +281,9 @@ class CodeStore(RecentStore):
         return pack_code(data)
 
     def save(self) -> None:
-        if self._new:  # the whole-marshal file of earlier versions, read by none now
-            path = _code_path()
-            try:
-                os.unlink(path[:-len(".bin")] + ".marshal") if path else None
-            except OSError:
-                pass
+        path = _code_path()
+        if self._new and path:  # the whole-marshal file of earlier versions, read by none now
+            remove_quietly(path[:-len(".bin")] + ".marshal")
         super().save()
 
     def compile(self, source: str, filename: str) -> CodeType:
@@ -242,7 +291,7 @@ class CodeStore(RecentStore):
         code = self._code.get(source)
         if code is not None:
             return code
-        if self._index is None and self._all is None:
+        if self._index is None:
             self._open()
         key = code_key(source)
         code = self._kept(key, source)
@@ -256,46 +305,21 @@ class CodeStore(RecentStore):
         self._code[source] = code
         return code
 
-    def _open(self) -> None:
-        """Read the index of the file (and keep the file open for its entries)."""
-        self._index = {}
-        fd = open_kept(self, _code_path())
-        if fd is None:
-            return
-        try:
-            size = os.fstat(fd).st_size
-            if size <= _WHOLE:  # one read, then slices: cheaper than a read an entry
-                self._whole = data = pread(fd, size, 0)
-            else:
-                head = pread(fd, _HEAD, 0)
-                data = head + pread(fd, _index_size(head), _HEAD)
-        except OSError:
-            return
-        index = _index_of(data)
-        if index is not None:
-            self._fd, self._index = fd, index
+    def _open(self, whole: int | None = None) -> None:
+        """Read the index of the file (:class:`OffsetFile`: ``whole``)."""
+        self._file = OffsetFile(_code_path(), _HEAD, _index_size, whole)
+        self._index = _index_of(self._file.front) or {}
 
     def load_all(self) -> None:
-        """Read every entry now (``serve``, before it forks its workers: a request then reads no
-        file, and the workers share the entries)."""
-        self._all = _read_code()
+        """Read the whole file now (``serve``, before it forks its workers: a request then reads
+        no file, and the workers share what was read)."""
+        self._open(sys.maxsize)
 
     def _kept(self, key: int, source: str) -> CodeType | None:
-        """The code of ``source`` in the open file (None when it is not there or not sound)."""
-        if self._all is not None:
-            data = self._all.get(key)
-            return _code_of(data, source) if data is not None else None
+        """The code of ``source`` in the file (None when it is not there or not sound)."""
         at = self._index.get(key) if self._index else None
-        if at is None:
-            return None
-        if self._whole is not None:
-            data = self._whole[at[0]:at[0] + at[1]]
-        else:
-            try:
-                data = pread(self._fd, at[1], at[0])
-            except OSError:
-                return None
-        return _code_of(data, source) if len(data) == at[1] else None
+        data = self._file.read(*at) if at is not None and self._file is not None else None
+        return _code_of(data, source) if data is not None else None
 
 
 #: the code store's file: magic, the index's size, the index (marshal), the entries
@@ -303,9 +327,6 @@ _MAGIC = b"nscode2\0"
 _HEAD = len(_MAGIC) + 4
 #: the most index bytes read (2,000 entries take ~65 KB; a bigger one is damage)
 _MAX_INDEX = 1 << 20
-#: a file up to this size is read whole and its entries sliced from it: a fresh store (~190
-#: functions, 277 KB) took 2.63 ms a paste read an entry at a time against 1.98 ms loaded whole
-_WHOLE = 512 << 10
 
 
 def code_key(source: str) -> int:
@@ -335,10 +356,7 @@ def pack_code(entries: dict[int, bytes]) -> bytes:
 
 def _index_size(head: bytes) -> int:
     """The size of the index a code store file's first bytes announce (0: not such a file)."""
-    if len(head) < _HEAD or not head.startswith(_MAGIC):
-        return 0
-    size = int.from_bytes(head[len(_MAGIC):_HEAD], "little")
-    return size if size <= _MAX_INDEX else 0
+    return head_count(head, _MAGIC, _MAX_INDEX)
 
 
 def _index_of(data: bytes) -> dict[int, tuple[int, int]] | None:
@@ -382,18 +400,9 @@ def _code_path() -> str | None:
 def _read_code() -> dict[int, bytes]:
     """Every entry of the code store file (key of a source -> its entry's bytes, each checked
     when it is used, :func:`_code_of`); empty when there is none or it is not one."""
-    path = _code_path()
-    if path is None:
-        return {}
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return {}
-    index = _index_of(data[:_HEAD + _MAX_INDEX])
-    if index is None:
-        return {}
-    return {k: data[off:off + n] for k, (off, n) in index.items() if off + n <= len(data)}
+    f = OffsetFile(_code_path(), _HEAD, _index_size, sys.maxsize)
+    entries = {k: f.read(*at) for k, at in (_index_of(f.front) or {}).items()}
+    return {k: data for k, data in entries.items() if data is not None}
 
 
 def read_marshal(path: str | None) -> Any:
@@ -410,19 +419,17 @@ def read_marshal(path: str | None) -> Any:
 
 
 def save_recent(path: str | None, stored: Any, used: set[Any], new: dict[Any, Any], limit: int,
-                encode: Callable[[dict[Any, Any]], bytes] | None = None) -> None:
+                encode: Callable[[dict[Any, Any]], bytes]) -> None:
     """Add ``new`` entries to the bounded store at ``path`` (see :func:`merge_recent`;
-    ``stored()`` reads what is there, ``encode`` writes it: marshal data by default).  Workers
-    save at the same time: read-merge-write under a lock.  A value marshal cannot write keeps
-    nothing and loses nothing."""
+    ``stored()`` reads what is there, ``encode`` writes it).  Workers save at the same time:
+    read-merge-write under a lock.  A value marshal cannot write keeps nothing and loses
+    nothing."""
     if path is None or not new:
         return
-    import marshal
-
     with locked(path + ".lock"):
         data = merge_recent(stored(), used, new, limit)
         try:
-            write_atomic(path, (encode or marshal.dumps)(data))
+            write_atomic(path, encode(data))
         except ValueError:
             pass
 

@@ -21,10 +21,21 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from ...util.cache import CODE, cache_dir, digest, locked, merge_recent, open_kept, pread, write_atomic
+from ...util.cache import (
+    CODE,
+    OffsetFile,
+    cache_dir,
+    digest,
+    head_count,
+    locked,
+    merge_recent,
+    remove_quietly,
+    write_atomic,
+)
 from ...util.rxstore import RX, rx
 
 try:  # CPython's BLAKE2 without hashlib, whose OpenSSL binding costs ~3 ms to import at every start
@@ -360,17 +371,15 @@ class TemplateStore:
     MAX_ENTRIES = 4_000
 
     def __init__(self) -> None:
-        #: the open file's key records (``_pack``), None before the first lookup
+        #: the file's key records (``_pack``), None before the first lookup
         self._keys: bytes | None = None
-        self._fd = -1
-        #: every entry, read at once (:meth:`load_all`): lookups then read no file
-        self._all: dict[str, dict[str, Any]] | None = None
+        self._file: OffsetFile | None = None
         self._new: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
         self._used: dict[str, set[str]] = {"shapes": set(), "lines": set()}
 
     def get(self, table: str, key: str) -> Any:
         """Template | None | False (as the in-memory caches hold them), or _MISS."""
-        if self._keys is None and self._all is None:
+        if self._keys is None:
             self._open()
         key = disk_key(key)
         raw = self._entry(table, key)
@@ -384,38 +393,24 @@ class TemplateStore:
         except (TypeError, ValueError, AttributeError, RecursionError):  # not what save() writes: ignore it
             return _MISS
 
-    def _open(self) -> None:
-        """Read the key table of the file (and keep the file open for its entries)."""
-        self._keys = b""
-        fd = open_kept(self, _store_path())
-        if fd is None:
-            return
-        try:
-            head = pread(fd, _HEAD, 0)
-            n = _count(head)
-            keys = pread(fd, n * _RECORD, _HEAD) if n else b""
-        except OSError:
-            return
-        if len(keys) == n * _RECORD:
-            self._fd, self._keys = fd, keys
+    def _open(self, whole: int = 0) -> None:
+        """Read the key table of the file (:class:`~ncclsleuth.util.cache.OffsetFile`: the
+        entries by offset, or a file of ``whole`` bytes or less read whole)."""
+        self._file = OffsetFile(_store_path(), _HEAD, lambda head: _count(head) * _RECORD, whole)
+        n = _count(self._file.front)
+        keys = self._file.front[_HEAD:_HEAD + n * _RECORD]
+        self._keys = keys if len(keys) == n * _RECORD else b""
 
     def load_all(self) -> None:
-        """Read every entry now (``serve``, before it forks its workers: a request then reads no
-        file, and the workers share the entries)."""
-        self._all = _read_store()
+        """Read the whole file now (``serve``, before it forks its workers: a request then reads
+        no file, and the workers share what was read)."""
+        self._open(sys.maxsize)
 
     def _entry(self, table: str, key: str) -> Any:
         """The stored value of ``key`` in ``table`` (None and False are values), or _MISS."""
-        if self._all is not None:
-            return self._all[table].get(key, _MISS)
         at = _find(self._keys or b"", _TABLES[table] + bytes.fromhex(key))
-        if at is None:
-            return _MISS
-        try:
-            data = pread(self._fd, at[1], at[0])
-        except OSError:
-            return _MISS
-        return _value(data) if len(data) == at[1] else _MISS
+        data = self._file.read(*at) if at is not None and self._file is not None else None
+        return _MISS if data is None else _value(data)
 
     def learn(self, table: str, key: str, value: Any) -> None:
         if len(self._new[table]) < self.MAX_ENTRIES:
@@ -436,10 +431,7 @@ class TemplateStore:
                 write_atomic(path, _pack(data))
             except ValueError:  # a value marshal cannot write: nothing saved
                 pass
-        try:  # the JSON file of earlier versions, read by none now
-            os.unlink(path[:-len(".bin")] + ".json")
-        except OSError:
-            pass
+        remove_quietly(path[:-len(".bin")] + ".json")  # the JSON file of earlier versions, read by none now
         _prune(path)
 
 
@@ -455,10 +447,7 @@ _MAX_COUNT = 1 << 16
 
 def _count(head: bytes) -> int:
     """The number of entries a templates file's first bytes announce (0: not such a file)."""
-    if len(head) < _HEAD or not head.startswith(_MAGIC):
-        return 0
-    n = int.from_bytes(head[len(_MAGIC):_HEAD], "little")
-    return n if n <= _MAX_COUNT else 0
+    return head_count(head, _MAGIC, _MAX_COUNT)
 
 
 def _find(keys: bytes, probe: bytes) -> tuple[int, int] | None:
@@ -472,8 +461,11 @@ def _find(keys: bytes, probe: bytes) -> tuple[int, int] | None:
         else:
             hi = mid
     at = lo * _RECORD
-    if keys[at:at + 17] != probe:
-        return None
+    return _where(keys, at) if keys[at:at + 17] == probe else None
+
+
+def _where(keys: bytes, at: int) -> tuple[int, int]:
+    """(offset, size) of the entry of the key record at ``at``."""
     return int.from_bytes(keys[at + 17:at + 21], "little"), int.from_bytes(keys[at + 21:at + 25], "little")
 
 
@@ -566,24 +558,16 @@ def _read_bytes(path: str) -> bytes:
 def _read_store() -> dict[str, dict[str, Any]]:
     """Every entry of the templates file, per table in its order of use (entries that cannot
     be read left out); empty tables when there is no file or it is not one."""
-    path = _store_path()
-    out: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
-    try:
-        with open(path or "", "rb") as f:
-            data = f.read()
-    except OSError:
-        return out
-    n = _count(data)
-    keys = data[_HEAD:_HEAD + n * _RECORD]
-    if len(keys) != n * _RECORD:
-        return out
+    store = TemplateStore()
+    store.load_all()
+    keys = store._keys or b""
     names = {v: k for k, v in _TABLES.items()}
-    records = sorted((int.from_bytes(keys[i + 17:i + 21], "little"), int.from_bytes(keys[i + 21:i + 25], "little"),
-                      keys[i:i + 1], keys[i + 1:i + 17].hex()) for i in range(0, len(keys), _RECORD))
-    for at, size, table, key in records:  # in the file's order: each table's order of use
-        value = _value(data[at:at + size]) if table in names and at + size <= len(data) else _MISS
+    out: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
+    for i in sorted(range(0, len(keys), _RECORD), key=lambda i: _where(keys, i)):  # the file's order of use
+        data = store._file.read(*_where(keys, i)) if store._file is not None else None
+        value = _MISS if data is None or keys[i:i + 1] not in names else _value(data)
         if value is not _MISS:
-            out[names[table]][key] = value
+            out[names[keys[i:i + 1]]][keys[i + 1:i + 17].hex()] = value
     return out
 
 

@@ -12,7 +12,7 @@ import ncclsleuth.parse.grammar as G
 from ncclsleuth.parse.grammar import ShapeCache, TemplateStore, disk_key
 from ncclsleuth.rules import loader as engine
 from ncclsleuth.rules.loader import default_rule_dir, load_rules
-from ncclsleuth.util import yamldocs
+from ncclsleuth.util import yaml_files, yamldocs
 from ncclsleuth.util.cache import cache_dir
 
 
@@ -20,6 +20,25 @@ def _copy_pack(tmp_path: Path) -> Path:
     dst = tmp_path / "rules"
     shutil.copytree(default_rule_dir(), dst)
     return dst
+
+
+@pytest.mark.parametrize("spelled", ["{}", "{}/", "{}//", "./{}"])
+def test_yaml_files_lists_what_rglob_lists(tmp_path, monkeypatch, spelled):
+    # a tree where sorting strings and sorting Paths disagree ("a-b/" before "a/" as text,
+    # after it as parts), a symlinked folder rglob does not enter, a folder named *.yaml
+    # (rglob lists it), a hidden file, names that only end in yaml
+    root = tmp_path / "pack"
+    for rel in ("a/z.yaml", "a-b/y.yaml", "a/b/x.yaml", "top.yaml", ".hidden.yaml", "a/notyaml", "a/x.yml",
+                "odd.yaml/inner.yaml", "a0/w.yaml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x: 1\n")
+    (root / "linked").symlink_to(root / "a", target_is_directory=True)
+    (root / "link.yaml").symlink_to(root / "top.yaml")
+    monkeypatch.chdir(tmp_path)
+    folder = spelled.format("pack")
+    assert yaml_files(folder) == [str(p) for p in sorted(Path(folder).rglob("*.yaml"))]
+    assert yaml_files(Path(folder)) == yaml_files(folder)
+    assert yaml_files(tmp_path / "absent") == []
 
 
 def test_rule_docs_cache_used_and_identical(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..util import yaml_files
 from ..util.cache import derived, keep, keep_blob, read_at
 from ..util.classes import dataclass
 from .identify import TORCH_FORMATS, FormatIndex, Identifier, Known, literal_parts, torch_formats
@@ -248,7 +249,7 @@ def _load(folder: str, check: bool) -> KnowledgeBase:
 def _docs(folder: str) -> dict[str, Any]:
     from ..util.yamldocs import read_yaml  # not on a warm start: the index is kept
 
-    return {str(p): read_yaml(p) for p in sorted(Path(folder).rglob("*.yaml"))}
+    return {p: read_yaml(Path(p)) for p in yaml_files(folder)}
 
 
 #: bump when the table's layout changes
@@ -266,7 +267,7 @@ def _table(folder: str) -> dict[str, Any]:
     kept apart in a blob (``util.cache.keep_blob``) and read by offset when an id is looked
     up: a run looks up a handful, and every process that explained a line held all of them.
     """
-    paths = sorted(str(p) for p in Path(folder).rglob("*.yaml"))
+    paths = yaml_files(folder)
     sources = [*paths, str(TORCH_FORMATS)]
 
     def build() -> dict[str, Any]:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..util import yaml_files
 from ..util.cache import keep, kept
 from .schema import Rule, RuleError, build_rule, check, validate
 
@@ -37,7 +38,7 @@ def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = Fals
     for folder in folders:
         if not folder.is_dir():
             raise RuleError(str(folder), "rule folder not found")
-        paths = sorted(folder.rglob("*.yaml"))
+        paths = yaml_files(folder)
         got = _validated(folder, paths) if cache else None
         if got is None or any(r.id in seen for r in got):  # a duplicate id: the slow path says where
             got, errs = _load_folder(folder, paths, seen, keep_going, cache)
@@ -49,11 +50,11 @@ def load_rules(dirs: Iterable[str | Path] | None = None, keep_going: bool = Fals
     return rules, errors
 
 
-def _load_folder(folder: Path, paths: list[Path], seen: dict[str, str], keep_going: bool, cache: bool
+def _load_folder(folder: Path, paths: list[str], seen: dict[str, str], keep_going: bool, cache: bool
                  ) -> tuple[list[Rule], list[RuleError]]:
     """The rules of one folder, each file validated (its parsed YAML from the cache when
     ``cache``); an error-free folder is kept validated for the next run."""
-    from ..util.yamldocs import YamlFileError, cached_docs, read_yaml, save_docs  # not on a warm start
+    from ..util.yamldocs import YamlFileError, cached_docs, read_yaml, save_docs
 
     cached = cached_docs("rules", folder, paths) if cache else None
     fresh: dict[str, Any] = {}
@@ -62,16 +63,16 @@ def _load_folder(folder: Path, paths: list[Path], seen: dict[str, str], keep_goi
     for path in paths:
         try:
             if cached is not None:
-                doc = cached[str(path)]
+                doc = cached[path]
             else:
                 try:
-                    doc = fresh[str(path)] = read_yaml(path)
+                    doc = fresh[path] = read_yaml(Path(path))
                 except YamlFileError as exc:
                     raise RuleError(exc.path, exc.message) from None
-            rule = validate(doc, str(path))
+            rule = validate(doc, path)
             if rule.id in seen:
-                raise RuleError(str(path), f"duplicate id (also in {seen[rule.id]})", "id")
-            seen[rule.id] = str(path)
+                raise RuleError(path, f"duplicate id (also in {seen[rule.id]})", "id")
+            seen[rule.id] = path
             rules.append(rule)
         except RuleError as exc:
             if not keep_going:
@@ -81,7 +82,7 @@ def _load_folder(folder: Path, paths: list[Path], seen: dict[str, str], keep_goi
         save_docs("rules", folder, paths, fresh)
     if cache and not errors:
         docs = cached if cached is not None else fresh
-        keep(*_pack_key(paths), [[str(p), docs[str(p)]] for p in paths], _SCHEMA_VERSION)
+        keep(*_pack_key(paths), [[p, docs[p]] for p in paths], _SCHEMA_VERSION)
     return rules, errors
 
 
@@ -96,19 +97,19 @@ _SCHEMA_VERSION = 1
 
 
 def _schema_sources() -> list[str]:
-    root = Path(__file__).resolve().parent.parent
-    out = [str(root.joinpath(*parts)) for parts in _SCHEMA_CODE]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stat'ed, not compared: no resolve
+    out = [os.path.join(root, *parts) for parts in _SCHEMA_CODE]
     for parts in _SCHEMA_PACKAGES:
-        folder = root.joinpath(*parts)
-        out += sorted(str(folder / n) for n in os.listdir(folder) if n.endswith(".py"))
+        folder = os.path.join(root, *parts)
+        out += sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".py"))
     return out
 
 
-def _pack_key(paths: list[Path]) -> tuple[str, list[str]]:
-    return "rulepack", [str(p) for p in paths] + _schema_sources()
+def _pack_key(paths: Sequence[str | os.PathLike[str]]) -> tuple[str, list[str]]:
+    return "rulepack", [os.fspath(p) for p in paths] + _schema_sources()
 
 
-def _validated(folder: Path, paths: list[Path]) -> list[Rule] | None:
+def _validated(folder: Path, paths: list[str]) -> list[Rule] | None:
     """The rules of ``folder`` as validated by an earlier run, or None when a rule file or
     the schema's code changed since (by size and mtime), or none were kept.
 
@@ -118,7 +119,7 @@ def _validated(folder: Path, paths: list[Path]) -> list[Rule] | None:
     kept, so a file that fails validation is checked (and refused) on every run.
     """
     found, docs = kept(*_pack_key(paths), _SCHEMA_VERSION)
-    if not found or not isinstance(docs, list) or [d[0] for d in docs] != [str(p) for p in paths]:
+    if not found or not isinstance(docs, list) or [d[0] for d in docs] != paths:
         return None
     return [build_rule(doc, path) for path, doc in docs]
 
@@ -135,7 +136,7 @@ def check_rules(dirs: Iterable[str | Path]) -> tuple[int, list[RuleError]]:
         if not folder.is_dir():
             errors.append(RuleError(str(folder), "rule folder not found"))
             continue
-        for path in sorted(folder.rglob("*.yaml")):
+        for path in map(Path, yaml_files(folder)):
             files += 1
             try:
                 doc = read_yaml(path)

@@ -1,1 +1,34 @@
-"""Helpers every stage may use: the per-user cache folder and its files, the gc pause."""
+"""Helpers every stage may use: the per-user cache folder and its files, the gc pause, the
+listing of a YAML data folder."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def yaml_files(folder: str | os.PathLike[str]) -> list[str]:
+    """Every ``*.yaml`` under ``folder``, as ``sorted(Path(folder).rglob("*.yaml"))`` lists
+    them (any entry so named, symlinked folders not entered, sorted part by part), as strings.
+
+    Every start lists the rule pack and the knowledge base (~190 files): pathlib's ``rglob``
+    and the sort of its Paths took ~1 ms of a ~60 ms chat-ops answer, ``os.scandir`` ~0.25 ms.
+    """
+    out: list[str] = []
+    stack = [str(Path(folder))]  # the root written as the Paths would write it
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:  # as rglob: a folder that cannot be listed has nothing in it
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.endswith(".yaml"):
+                    out.append(entry.path)
+                try:
+                    inside = entry.is_dir() and not entry.is_symlink()
+                except OSError:
+                    inside = False
+                if inside:
+                    stack.append(entry.path)
+    out.sort(key=lambda p: p.split(os.sep))
+    return out

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import yaml_files
 from .cache import cache_dir, digest, read_json, write_atomic
 
 
@@ -43,23 +45,23 @@ def read_yaml(path: Path) -> Any:
 def yaml_docs(folder: Path, kind: str) -> dict[str, Any]:
     """Every ``*.yaml`` under ``folder`` (path -> parsed document), from the cache when no
     file changed; raises :class:`YamlFileError` for the first file that cannot be read."""
-    paths = sorted(folder.rglob("*.yaml"))
+    paths = yaml_files(folder)
     cached = cached_docs(kind, folder, paths)
     if cached is not None:
         return cached
-    docs = {str(p): read_yaml(p) for p in paths}
+    docs = {p: read_yaml(Path(p)) for p in paths}
     save_docs(kind, folder, paths, docs)
     return docs
 
 
-def _manifest(paths: list[Path]) -> list[list[Any]]:
+def _manifest(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
     out = []
     for p in paths:
         try:
-            st = p.stat()
+            st = os.stat(p)
         except OSError:
             return []
-        out.append([str(p), st.st_size, st.st_mtime_ns])
+        out.append([os.fspath(p), st.st_size, st.st_mtime_ns])
     return out
 
 
@@ -70,17 +72,17 @@ def _docs_path(kind: str, folder: Path) -> str | None:
     return os.path.join(base, f"{kind}-" + digest(str(folder.resolve()).encode()) + ".json")
 
 
-def cached_docs(kind: str, folder: Path, paths: list[Path]) -> dict[str, Any] | None:
+def cached_docs(kind: str, folder: Path, paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any] | None:
     """The documents of ``paths`` as last parsed, or None when a file changed or none are kept."""
     where = _docs_path(kind, folder)
     data = read_json(where) if where is not None else None
     if not isinstance(data, dict) or data.get("manifest") != _manifest(paths) or not isinstance(data.get("docs"), dict):
         return None
     docs: dict[str, Any] = data["docs"]
-    return docs if all(str(p) in docs for p in paths) else None
+    return docs if all(os.fspath(p) in docs for p in paths) else None
 
 
-def save_docs(kind: str, folder: Path, paths: list[Path], docs: dict[str, Any]) -> None:
+def save_docs(kind: str, folder: Path, paths: Sequence[str | os.PathLike[str]], docs: dict[str, Any]) -> None:
     """Keep the parsed documents of ``paths`` (nothing when JSON would change them)."""
     where = _docs_path(kind, folder)
     manifest = _manifest(paths)

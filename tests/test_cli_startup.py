@@ -84,3 +84,47 @@ def test_a_warm_analyze_imports_only_what_it_uses():
 def test_the_probe_sees_an_unneeded_import():
     """The check above can fail: ``yaml`` imported by the run is reported."""
     assert _imported_by_analyze(LOG, ("yaml", "ncclsleuth.renderers.json_out")) == {"ncclsleuth.renderers.json_out"}
+
+
+_COLLECTOR_PROBE = """
+import gc, sys
+import ncclsleuth.__main__ as start
+from ncclsleuth import cli
+seen = []
+resolve = cli._LazyGroup.get_command
+def get_command(self, ctx, name):  # start-up: the command's module is imported here
+    seen.append(("start-up", gc.isenabled()))
+    return resolve(self, ctx, name)
+cli._LazyGroup.get_command = get_command
+@cli.main.command("collector-probe")
+def probe():
+    seen.append(("command", gc.isenabled()))
+sys.argv = ["ncclsleuth", *sys.argv[1:]]
+try:
+    start.entry()
+except SystemExit:
+    pass
+print(seen, gc.isenabled(), flush=True)
+"""
+
+
+def _collector_states(*args: str, before: str = "") -> str:
+    code = before + _COLLECTOR_PROBE
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_console_script_collects_no_garbage_until_the_command_starts():
+    """``ncclsleuth.__main__.entry`` (``python -m`` and the console script): start-up without
+    collection passes, the command (serve, watch: long-running) with the collector on."""
+    assert _collector_states("collector-probe") == "[('start-up', False), ('command', True)] True"
+    # a caller that had turned it off keeps it off
+    assert _collector_states("collector-probe", before="import gc; gc.disable()\n") == (
+        "[('start-up', False), ('command', False)] False")
+    # no command ran (help lists them all): the process ends as it started up
+    listed = _collector_states("--help").splitlines()[-1]
+    assert listed.startswith("[('start-up', False)") and "True" not in listed and listed.endswith("] False")
+
+
+def test_importing_the_cli_leaves_the_collector_alone():
+    code = "import gc, ncclsleuth.cli, ncclsleuth.__main__; print(gc.isenabled())"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"

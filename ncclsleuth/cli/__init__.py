@@ -8,6 +8,7 @@ findings, 2 usage or input error, 3 not a log.  Bad input never produces a Pytho
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -110,6 +111,15 @@ eval "$(ncclsleuth completion bash)" (zsh, fish: see 'ncclsleuth completion --he
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 def main(debug: bool) -> None:
     """Say why a multi-node NCCL / PyTorch distributed job failed or is slow."""
+    if _COLLECTOR_PAUSED[0]:  # start-up is over: the command runs with the collector as it was
+        _COLLECTOR_PAUSED[0] = False
+        gc.enable()
+
+
+#: the cyclic collector was turned off for start-up by the console script (``ncclsleuth.__main__``):
+#: the group's callback, which click runs once the command is found and before its options are
+#: read, turns it on again
+_COLLECTOR_PAUSED = [False]
 
 
 #: set by a command that built a job model and has written all its output (see entry)
@@ -121,9 +131,10 @@ def allow_fast_exit() -> None:
     _FAST_EXIT[0] = True
 
 
-def entry() -> None:
+def entry(collector_paused: bool = False) -> None:
     """The console script: the CLI, then (after ``analyze``) an exit that skips freeing
-    objects one by one.
+    objects one by one.  ``collector_paused``: the caller turned the cyclic collector off
+    for start-up, to be turned on when the command starts (see ``ncclsleuth.__main__``).
 
     After ``analyze`` of a 16,384-rank job the interpreter's shutdown (a last gc pass and
     ~10^7 deallocations) took ~1 s after the report was out.  Only a command that asked
@@ -131,6 +142,7 @@ def entry() -> None:
     client), exits immediately; every other command exits as usual.
     """
     code: Any = 0
+    _COLLECTOR_PAUSED[0] = collector_paused
     try:
         main(standalone_mode=True)
     except SystemExit as exc:

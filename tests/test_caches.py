@@ -218,8 +218,17 @@ def test_code_store_ignores_a_damaged_or_foreign_file():
     good = marshal.dumps((src, compile(src, "<t>", "exec")))
     other = "def f():\n    return 8\n"
     huge = cache._MAGIC + (cache._MAX_INDEX + 1).to_bytes(4, "little")
+
+    def indexed(at: object) -> bytes:  # a store whose index says ``at`` for the source's key
+        index = marshal.dumps({key: at})
+        return cache._MAGIC + len(index).to_bytes(4, "little") + index + good
+
+    base = cache._HEAD + len(marshal.dumps({key: (0, len(good))}))  # where the entry would be
+    wrong = [indexed(at) for at in ((base, -1), (-1, len(good)), (base,), [base, len(good)],
+                                    (base, len(good), 0), (str(base), len(good)), (base, float(len(good))), None)]
     for bad in (b"not marshal data", marshal.dumps({src: good}),  # the whole-marshal format of before
                 huge, cache._MAGIC + b"\x05\x00",  # an index too big; a head cut short
+                *wrong,  # an index entry that is not an (offset, size) pair of integers >= 0
                 cache.pack_code({key: b"not marshal data"}), cache.pack_code({key: marshal.dumps("not code")}),
                 cache.pack_code({key: marshal.dumps((other, compile(other, "<t>", "exec")))}),  # another source
                 cache.pack_code({key: good})[:-10],  # the entry cut short
@@ -230,10 +239,11 @@ def test_code_store_ignores_a_damaged_or_foreign_file():
         exec(store.compile(src, "<t>"), ns)  # noqa: S102
         assert ns["f"]() == 7
         assert store._used == set() and list(store._new) == [key]  # compiled here, not taken from the file
-    Path(path).write_bytes(cache.pack_code({key: good}))
-    store = cache.CodeStore()
-    exec(store.compile(src, "<t>"), ns)  # noqa: S102
-    assert ns["f"]() == 7 and store._used == {key} and not store._new  # the sound file is used
+    for sound in (cache.pack_code({key: good}), indexed((base, len(good)))):
+        Path(path).write_bytes(sound)
+        store = cache.CodeStore()
+        exec(store.compile(src, "<t>"), ns)  # noqa: S102
+        assert ns["f"]() == 7 and store._used == {key} and not store._new  # the sound file is used
     Path(path).unlink()
 
 

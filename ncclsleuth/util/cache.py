@@ -317,7 +317,7 @@ class CodeStore(RecentStore):
 
     def _kept(self, key: int, source: str) -> CodeType | None:
         """The code of ``source`` in the file (None when it is not there or not sound)."""
-        at = self._index.get(key) if self._index else None
+        at = _entry_at(self._index, key) if self._index else None
         data = self._file.read(*at) if at is not None and self._file is not None else None
         return _code_of(data, source) if data is not None else None
 
@@ -371,10 +371,20 @@ def _index_of(data: bytes) -> dict[int, tuple[int, int]] | None:
         index = marshal.loads(data[_HEAD:_HEAD + size])
     except (EOFError, ValueError, TypeError):
         return None
-    if not isinstance(index, dict):
-        return None
-    return {k: v for k, v in index.items()
-            if type(k) is int and type(v) is tuple and len(v) == 2 and all(type(x) is int and x >= 0 for x in v)}
+    return index if isinstance(index, dict) else None
+
+
+def _entry_at(index: dict[int, tuple[int, int]], key: int) -> tuple[int, int] | None:
+    """Where the index says ``key``'s entry is, or None (absent, or not an (offset, size) pair).
+
+    Checked when looked up, not for the whole index at every start (0.16 ms for 430 entries,
+    0.6 ms for a full store); an entry found is still checked itself (:func:`_code_of`)."""
+    at = index.get(key)
+    if type(at) is tuple and len(at) == 2:
+        offset, size = at
+        if type(offset) is int and type(size) is int and offset >= 0 and size >= 0:
+            return at
+    return None
 
 
 def _code_of(data: bytes, source: str) -> CodeType | None:
@@ -401,7 +411,8 @@ def _read_code() -> dict[int, bytes]:
     """Every entry of the code store file (key of a source -> its entry's bytes, each checked
     when it is used, :func:`_code_of`); empty when there is none or it is not one."""
     f = OffsetFile(_code_path(), _HEAD, _index_size, sys.maxsize)
-    entries = {k: f.read(*at) for k, at in (_index_of(f.front) or {}).items()}
+    index = _index_of(f.front) or {}
+    entries = {k: f.read(*at) for k in index if type(k) is int and (at := _entry_at(index, k)) is not None}
     return {k: data for k, data in entries.items() if data is not None}
 
 

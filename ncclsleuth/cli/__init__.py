@@ -96,6 +96,12 @@ class _LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+#: the cyclic collector was turned off for start-up by the console script (``ncclsleuth.__main__``):
+#: the group's callback, which click runs once the command is found and before its options are
+#: read, turns it on again
+_COLLECTOR_PAUSED = [False]
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
 Examples:
   ncclsleuth analyze logs/                  # why the job that wrote logs/ failed
@@ -114,12 +120,6 @@ def main(debug: bool) -> None:
     if _COLLECTOR_PAUSED[0]:  # start-up is over: the command runs with the collector as it was
         _COLLECTOR_PAUSED[0] = False
         gc.enable()
-
-
-#: the cyclic collector was turned off for start-up by the console script (``ncclsleuth.__main__``):
-#: the group's callback, which click runs once the command is found and before its options are
-#: read, turns it on again
-_COLLECTOR_PAUSED = [False]
 
 
 #: set by a command that built a job model and has written all its output (see entry)

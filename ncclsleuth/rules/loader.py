@@ -54,7 +54,7 @@ def _load_folder(folder: Path, paths: list[str], seen: dict[str, str], keep_goin
                  ) -> tuple[list[Rule], list[RuleError]]:
     """The rules of one folder, each file validated (its parsed YAML from the cache when
     ``cache``); an error-free folder is kept validated for the next run."""
-    from ..util.yamldocs import YamlFileError, cached_docs, read_yaml, save_docs
+    from ..util.yamldocs import YamlFileError, cached_docs, read_yaml, save_docs  # not on a warm start
 
     cached = cached_docs("rules", folder, paths) if cache else None
     fresh: dict[str, Any] = {}

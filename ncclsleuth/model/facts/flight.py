@@ -18,15 +18,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import events as E
 from ...events.flight import FrOp
 from ...util.classes import dataclass
-from ..flight import FlightRecords, RankBits, Row
 from ..job import JobModel
 from ..members import rank_hosts
 from .base import Record, fact, ranges
+
+if TYPE_CHECKING:  # the tables come with the model (``model.flight``): a start without dumps never imports them
+    from ..flight import FlightRecords, RankBits, Row
 
 #: ops whose sizes legitimately differ across ranks (uneven splits, a root's buffer)
 _UNEVEN = frozenset({"all_to_all", "all_to_allv", "alltoall", "alltoall_base", "scatter", "gather", "coalesced",

@@ -32,11 +32,13 @@ OTHER_COMMANDS = ("ncclsleuth.cli.report", "ncclsleuth.cli.watch", "ncclsleuth.c
 #: and the knowledge base come from the cache, validated), Lark (the shapes from the
 #: template store), the regex parser's Python half for ncclsleuth's own patterns, and the
 #: modules of inputs and outputs it was not given (dumps of the Flight Recorder are parsed by
-#: frdump and folded by model.flight, remote stores, redaction, the other renderers, the parallel engines)
+#: frdump and folded by model.flight, remote stores, redaction, the other renderers, the parallel engines
+#: and the parse in pieces of a big file)
 NOT_ON_A_WARM_START = ("yaml", "lark", "hashlib", "pickle", "ncclsleuth.util.yamldocs", "ncclsleuth.parse.frdump",
                        "ncclsleuth.ingest.remote", "ncclsleuth.report.redact", "ncclsleuth.parallel.pool",
                        "ncclsleuth.parallel.cluster", "ncclsleuth.renderers.html", "ncclsleuth.renderers.markdown",
-                       "ncclsleuth.model.topology", "ncclsleuth.report.diff", "networkx", "ncclsleuth.model.flight")
+                       "ncclsleuth.model.topology", "ncclsleuth.report.diff", "networkx", "ncclsleuth.model.flight",
+                       "ncclsleuth.parse.pieces")
 
 
 def _imported_by_analyze(path: Path, watch: tuple[str, ...] = OTHER_COMMANDS) -> set[str]:

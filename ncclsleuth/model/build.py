@@ -9,13 +9,17 @@ replayed in order build the model this unit builds.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..ingest import dumps
 from ..ingest.blocks import BlockReader, RangeReader, Span
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser
-from ..parse.pieces import CUT_NOTICE, Piece, Recorder
 from .job import JobModel
+
+if TYPE_CHECKING:  # a file parsed whole (every paste, every per-rank file) never loads the pieces' code
+    from ..parse.pieces import Piece
 
 
 def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None,
@@ -90,6 +94,8 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     """Piece ``k`` of ``inp`` parsed by one parser with a :class:`Recorder`, from a fresh
     state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
     first piece end where nothing is open."""
+    from ..parse.pieces import CUT_NOTICE, Piece, Recorder
+
     probe = JobModel(drop)
     rec = Recorder(probe)
     fp = FileParser(inp.display, shapes, keep_text=False, use_catalog=False, sink=rec, drop=drop)

@@ -13,7 +13,7 @@ from ncclsleuth.parse.grammar import ShapeCache, TemplateStore, disk_key
 from ncclsleuth.rules import loader as engine
 from ncclsleuth.rules.loader import default_rule_dir, load_rules
 from ncclsleuth.util import yaml_files, yamldocs
-from ncclsleuth.util.cache import cache_dir
+from ncclsleuth.util.cache import cache_dir, unmarshal
 
 
 def _copy_pack(tmp_path: Path) -> Path:
@@ -461,7 +461,7 @@ def test_template_store_finds_every_entry_of_either_table():
     for table, entries in data.items():
         for key, value in entries.items():
             at = G._find(keys, G._TABLES[table] + bytes.fromhex(key))
-            assert at is not None and G._value(blob[at[0]:at[0] + at[1]]) == value
+            assert at is not None and unmarshal(blob[at[0]:at[0] + at[1]], G._MISS) == value
         other = "lines" if table == "shapes" else "shapes"
         assert all(G._find(keys, G._TABLES[other] + bytes.fromhex(k)) is None for k in entries)
     assert G._find(keys, b"\x00" + bytes(16)) is None and G._find(b"", b"\x00" + bytes(16)) is None

@@ -215,6 +215,22 @@ def test_a_removed_blob_is_built_again_and_a_vanished_one_read_from_the_files(mo
         knowledge._load.cache_clear()
 
 
+def test_a_damaged_blob_is_read_from_the_files(monkeypatch, tmp_path):
+    """Bytes in the blob that are not marshal data (the file overwritten in place) do not stop the
+    run: the entries are read from the knowledge files, as for a blob that went away."""
+    try:
+        table = _fresh_table(monkeypatch, tmp_path)
+        key = next(iter(table["index"]))
+        expected = knowledge.load(check=True)._entries(key)
+        kb = knowledge._load(str(knowledge.default_dir()), False)
+        blob = Path(table["blob"])
+        blob.write_bytes(b"\xff" * blob.stat().st_size)  # same size, no marshal data
+        assert kb._entries(key) == expected and kb._packed == {}
+    finally:
+        knowledge._table.cache_clear()
+        knowledge._load.cache_clear()
+
+
 def test_without_a_cache_folder_the_entries_stay_in_the_table(monkeypatch, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..util import yaml_files
-from ..util.cache import derived, keep, keep_blob, read_at
+from ..util.cache import derived, keep, keep_blob, read_at, unmarshal
 from ..util.classes import dataclass
 from .identify import TORCH_FORMATS, FormatIndex, Identifier, Known, literal_parts, torch_formats
 from .schema import KnowledgeError, validate_file
@@ -117,16 +117,15 @@ class KnowledgeBase:
     def _entries(self, key: str) -> list[dict[str, Any]] | None:
         got = self._by_id.get(key)
         if got is None and key in self._packed:
-            import marshal
-
             kept = self._packed[key]
             data = kept if isinstance(kept, bytes) else read_at(self._blob or "", *kept)
-            if data is None:  # the blob went away under a running process: read the files
+            got = unmarshal(data) if data is not None else None
+            if not isinstance(got, list):  # the blob went away or was damaged under a running process: the files
                 docs = _docs(self._folder or str(default_dir()))
                 self._by_id.update(_by_id([docs[p] for p in sorted(docs)]))
                 self._packed = {}
                 return self._by_id.get(key)
-            got = self._by_id[key] = marshal.loads(data)
+            self._by_id[key] = got
         return got
 
     def __len__(self) -> int:

@@ -8,6 +8,7 @@ file that cannot be read or parsed is ignored.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import sys
 import threading
@@ -139,6 +140,15 @@ def remove_quietly(path: str) -> None:
         pass
 
 
+def _remove_others(path: str, prefix: str, suffix: str) -> None:
+    """Delete the files beside ``path`` named ``prefix...suffix`` but ``path`` itself: what was
+    kept for the same thing before it changed."""
+    folder = os.path.dirname(path)
+    for name in os.listdir(folder):
+        if name.startswith(prefix) and name.endswith(suffix) and os.path.join(folder, name) != path:
+            remove_quietly(os.path.join(folder, name))
+
+
 _PREAD = getattr(os, "pread", None)
 _SEEK_LOCK = threading.Lock()
 
@@ -228,8 +238,6 @@ class RecentStore:
 
     def _encode(self, data: dict[Any, Any]) -> bytes:
         """The file's bytes for ``data``: marshal data unless a subclass says otherwise."""
-        import marshal
-
         return marshal.dumps(data)
 
     def save(self) -> None:
@@ -296,8 +304,6 @@ class CodeStore(RecentStore):
         key = code_key(source)
         code = self._kept(key, source)
         if code is None:
-            import marshal
-
             code = compile(source, filename, "exec")
             self._made(key, marshal.dumps((source, code)))
         else:
@@ -338,7 +344,6 @@ def code_key(source: str) -> int:
 
 def pack_code(entries: dict[int, bytes]) -> bytes:
     """The code store's file for ``entries`` (:func:`code_key` of a source -> marshal of (source, code))."""
-    import marshal
 
     def index(base: int) -> dict[int, tuple[int, int]]:  # where each entry is, the first at ``base``
         out, at = {}, base
@@ -362,15 +367,10 @@ def _index_size(head: bytes) -> int:
 def _index_of(data: bytes) -> dict[int, tuple[int, int]] | None:
     """The index at the start of a code store file (``data``: its first bytes, at least the
     index), or None when the file is not one (another format, damage)."""
-    import marshal
-
     size = _index_size(data)
     if not size or len(data) < _HEAD + size:
         return None
-    try:
-        index = marshal.loads(data[_HEAD:_HEAD + size])
-    except (EOFError, ValueError, TypeError):
-        return None
+    index = unmarshal(data[_HEAD:_HEAD + size])
     return index if isinstance(index, dict) else None
 
 
@@ -389,12 +389,7 @@ def _entry_at(index: dict[int, tuple[int, int]], key: int) -> tuple[int, int] | 
 
 def _code_of(data: bytes, source: str) -> CodeType | None:
     """The code object in an entry of the store when it is the one of ``source``, else None."""
-    import marshal
-
-    try:
-        got = marshal.loads(data)
-    except (EOFError, ValueError, TypeError):
-        return None
+    got = unmarshal(data)
     if type(got) is not tuple or len(got) != 2 or got[0] != source or type(got[1]) is not CodeType:
         return None
     return got[1]
@@ -416,17 +411,25 @@ def _read_code() -> dict[int, bytes]:
     return {k: data for k, data in entries.items() if data is not None}
 
 
+def unmarshal(data: bytes, bad: Any = None) -> Any:
+    """``marshal.loads(data)``, or ``bad`` where the bytes are not marshal data (a cache file
+    damaged, cut short or of another format): every store reads its entries through this."""
+    try:
+        return marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return bad
+
+
 def read_marshal(path: str | None) -> Any:
     """The marshal data in ``path``, or None when there is none or it cannot be read."""
     if path is None:
         return None
-    import marshal
-
     try:
         with open(path, "rb") as f:
-            return marshal.loads(f.read())
-    except (OSError, EOFError, ValueError, TypeError):
+            data = f.read()
+    except OSError:
         return None
+    return unmarshal(data)
 
 
 def save_recent(path: str | None, stored: Any, used: set[Any], new: dict[Any, Any], limit: int,
@@ -464,12 +467,7 @@ def keep_blob(name: str, data: bytes) -> str | None:
     except OSError:
         pass
     write_atomic(path, data)
-    for old in os.listdir(folder):
-        if old.startswith(f"{name}-") and old.endswith(".bin") and os.path.join(folder, old) != path:
-            try:
-                os.unlink(os.path.join(folder, old))
-            except OSError:
-                pass
+    _remove_others(path, f"{name}-", ".bin")
     try:
         return path if os.path.getsize(path) == len(data) else None
     except OSError:
@@ -538,8 +536,6 @@ def kept(name: str, sources: list[str], version: Any = 1) -> tuple[bool, Any]:
 def keep(name: str, sources: list[str], value: Any, version: Any = 1) -> None:
     """Store ``value`` for :func:`kept` (nothing when marshal cannot write it), replacing
     what was kept for the same sources before they changed."""
-    import marshal
-
     where = _derived_key(name, sources, version)
     if where is None:
         return
@@ -548,11 +544,5 @@ def keep(name: str, sources: list[str], value: Any, version: Any = 1) -> None:
         data = marshal.dumps((key, value))
     except ValueError:  # a type marshal cannot write: not kept
         return
-    folder = os.path.dirname(path)
-    for old in os.listdir(folder):  # the tables of these files before they changed
-        if old.startswith(stem) and old.endswith(".marshal") and os.path.join(folder, old) != path:
-            try:
-                os.unlink(os.path.join(folder, old))
-            except OSError:
-                pass
+    _remove_others(path, stem, ".marshal")  # the tables of these files before they changed
     write_atomic(path, data)

@@ -34,6 +34,7 @@ from ...util.cache import (
     locked,
     merge_recent,
     remove_quietly,
+    unmarshal,
     write_atomic,
 )
 from ...util.rxstore import RX, rx
@@ -410,7 +411,7 @@ class TemplateStore:
         """The stored value of ``key`` in ``table`` (None and False are values), or _MISS."""
         at = _find(self._keys or b"", _TABLES[table] + bytes.fromhex(key))
         data = self._file.read(*at) if at is not None and self._file is not None else None
-        return _MISS if data is None else _value(data)
+        return _MISS if data is None else unmarshal(data, _MISS)
 
     def learn(self, table: str, key: str, value: Any) -> None:
         if len(self._new[table]) < self.MAX_ENTRIES:
@@ -467,16 +468,6 @@ def _find(keys: bytes, probe: bytes) -> tuple[int, int] | None:
 def _where(keys: bytes, at: int) -> tuple[int, int]:
     """(offset, size) of the entry of the key record at ``at``."""
     return int.from_bytes(keys[at + 17:at + 21], "little"), int.from_bytes(keys[at + 21:at + 25], "little")
-
-
-def _value(data: bytes) -> Any:
-    """An entry's value (marshal data), or _MISS when it cannot be read."""
-    import marshal
-
-    try:
-        return marshal.loads(data)
-    except (EOFError, ValueError, TypeError):
-        return _MISS
 
 
 def _pack(data: dict[str, dict[str, Any]]) -> bytes:
@@ -565,7 +556,7 @@ def _read_store() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {"shapes": {}, "lines": {}}
     for i in sorted(range(0, len(keys), _RECORD), key=lambda i: _where(keys, i)):  # the file's order of use
         data = store._file.read(*_where(keys, i)) if store._file is not None else None
-        value = _MISS if data is None or keys[i:i + 1] not in names else _value(data)
+        value = _MISS if data is None or keys[i:i + 1] not in names else unmarshal(data, _MISS)
         if value is not _MISS:
             out[names[keys[i:i + 1]]][keys[i + 1:i + 17].hex()] = value
     return out

@@ -1,0 +1,81 @@
+"""bench/floors.py, what stands between the 8k job and issue 16's targets: the line classes it
+cuts a log into, and its measure of what ``--jobs 2`` pays per piece, on a small job."""
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+from pathlib import Path
+
+from _jobs import generator
+
+from ncclsleuth.ingest import blocks
+from ncclsleuth.ingest.sources import InputFile
+from ncclsleuth.parallel import split
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _floors():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("ncclsleuth_bench_floors", ROOT / "bench" / "floors.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+CONN = b"node1:200:300 [1] NCCL INFO Channel 04/0 : 5[5] -> 6[6] via P2P/IPC/read\n"
+NET = b"node1:200:300 [1] NCCL INFO Channel 14/0 : 3735[7] -> 3736[0] [send] via NET/IB/7/GDRDMA\n"
+RING = b"node1:200:300 [1] NCCL INFO Channel 12/24 : 0 1 2 3 4 5 6 7\n"
+INFO = b"node1:200:300 [1] NCCL INFO Connected all rings\n"
+NOISE = b"iter 12: loss 1.5980, time: 4372.87ms\n"
+QUOTE = b"[rank3]: Channel 04/0 : 5[5] -> 6[6] said the log\n"  # no NCCL INFO marker: not one
+
+
+def test_connection_lines_are_told_from_ring_dumps_and_other_text():
+    f = _floors()
+    assert f.is_conn(CONN) and f.is_conn(NET)
+    assert not f.is_conn(RING) and not f.is_conn(INFO) and not f.is_conn(NOISE) and not f.is_conn(QUOTE)
+    assert not f.is_conn(b"node1:200:300 [1] NCCL INFO Channel 04/0 : [5] -> 6[6]\n")  # no source rank digits
+
+
+def test_derived_logs_keep_their_line_class_and_follow_the_source(tmp_path):
+    f = _floors()
+    log = tmp_path / "job.log"
+    log.write_bytes(CONN + NOISE + RING + NET + INFO + QUOTE)
+    paths = f.derived(str(log), str(tmp_path / "out"))
+    assert set(paths) == {"no-connection-lines", "no-nccl-info-lines", "nccl-info-lines-only"}
+    read = {name: Path(p).read_bytes() for name, p in paths.items()}
+    assert read["no-connection-lines"] == NOISE + RING + INFO + QUOTE
+    assert read["no-nccl-info-lines"] == NOISE + QUOTE
+    assert read["nccl-info-lines-only"] == CONN + RING + NET + INFO
+    # the same source: not written again; a changed one: written again
+    stamp = os.stat(paths["no-nccl-info-lines"]).st_mtime_ns
+    assert f.derived(str(log), str(tmp_path / "out")) == paths
+    assert os.stat(paths["no-nccl-info-lines"]).st_mtime_ns == stamp
+    log.write_bytes(NOISE + NOISE)
+    f.derived(str(log), str(tmp_path / "out"))
+    assert Path(paths["no-nccl-info-lines"]).read_bytes() == NOISE + NOISE
+    assert Path(paths["nccl-info-lines-only"]).read_bytes() == b""
+
+
+def test_every_piece_is_parsed_shipped_and_replayed_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(blocks, "BLOCK", 4096)
+    gen = generator()
+    out = tmp_path / "job"
+    gen.generate(gen.build_parser().parse_args(["--ranks", "32", "--per-host", "8", "--channels", "2",
+                                                "--layout", "one-file", "--inject", "desync", "--seed", "5",
+                                                "--noise-per-rank", "30", "--out", str(out)]))
+    log = str(out / "job.log")
+    size = os.path.getsize(log)
+    piece = size // 10
+    assert gc.isenabled()
+    got = _floors().child_pieces(log, piece)
+    assert gc.isenabled()  # paused while it measured, as analyze does, and on again
+    items = split.plan([InputFile(log)], 2, piece)
+    assert items is not None and got["pieces"] == sum(1 for it in items if it[0] == "piece") >= 8
+    with open(log, "rb") as fh:
+        assert got["lines"] == fh.read().count(b"\n")  # the assembled model took every line
+    assert got["bytes"] > 0
+    for what in ("split_pass", "parse", "pickle", "unpickle", "replay", "tail"):
+        assert got[what] >= 0.0

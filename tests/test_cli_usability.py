@@ -188,6 +188,31 @@ def test_progress_bar_with_total_and_eta_on_stderr_only_on_a_terminal(tmp_path: 
 # ----------------------------------------------------------------------------- words, ranks, hosts
 
 
+def test_long_rank_lists_are_cut_for_people_with_their_count() -> None:
+    from ncclsleuth.model.stats import ranges
+
+    assert ranges([47, 40, 41, 42, 44], ", ", 3) == "40-42, 44, 47"  # three items: all of them
+    assert ranges([47, 40, 41, 42, 44, 50], ", ", 3) == "40-42, 44, …, 50 (6 in all)"
+    assert ranges(range(0, 30, 3), ", ", 4) == "0, 3, 6, …, 27 (10 in all)"
+    assert ranges(range(0, 3000, 3)) == ",".join(map(str, range(0, 3000, 3)))  # data: whole
+
+
+def test_a_line_repeated_by_hundreds_of_scattered_ranks_names_them_briefly() -> None:
+    """A watchdog line from every third of 600 ranks: the terminal names the first ranges and the
+    count (before, all 200: ~1,300 characters in the message and as many after the evidence line,
+    ~60 terminal lines a line at 8,000 ranks); the JSON lists every rank."""
+    log = "".join(f"[rank{r}]:[E1129 11:41:55.056547440 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught "
+                  f"collective operation timeout: WorkNCCL(SeqNum=1245, OpType=ALLREDUCE, NumelIn=262144, "
+                  f"NumelOut=262144, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\n"
+                  for r in range(0, 600, 3)).encode()
+    out = run("analyze", "-", "--fail-on", "never", env={"COLUMNS": "400"}, stdin=log).stdout
+    assert "(×200, ranks 0, 3, 6, 9, 12, 15, 18, 21, 24, …, 597 (200 in all))" in out  # after the evidence line
+    assert "ranks 0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, …, 597 (200 in all): the watchdog" in out
+    assert "45, 48" not in out
+    f = json.loads(run("analyze", "-", "--format", "json", "--fail-on", "never", stdin=log).stdout)["findings"][0]
+    assert f["rule_id"] == "TIMEOUT001" and f["ranks"] == list(range(0, 600, 3))
+
+
 def test_a_finding_names_the_ranks_its_message_names() -> None:
     """NCCL names ranks in its words ("at and around rank 39"): the finding's ranks say so,
     not only ranks in a [rankN] prefix."""

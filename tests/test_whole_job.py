@@ -58,6 +58,21 @@ def test_rank_that_never_arrived_at_init(tmp_path, ranks):
     assert f"ranks {culprit} never logged Init START ({host}); {ranks - 1} ranks did" in top.message
 
 
+def test_hundreds_of_scattered_ranks_missing_init_are_named_briefly(tmp_path):
+    """Every fourth of 800 ranks never logs Init START: INIT002 names the first ranges and how many
+    (before: all 200, a title of ~800 characters); the finding's evidence and category as before."""
+    lines = [f"node{r // 8:03d}:{1000 + r}:{2000 + r} [{r % 8}] NCCL INFO ncclCommInitRank comm 0x55f6e5fc{r:04x} "
+             f"rank {r} nranks 800 cudaDev {r % 8} nvmlDev {r % 8} busId {r % 8 + 1}a000 commId 0xb5ca0139f4c8d965 "
+             "- Init START\n" for r in range(800) if r % 4 != 1]
+    log = tmp_path / "init.log"
+    log.write_text("".join(lines))
+    top = analyze([str(log)]).findings[0]
+    assert top.rule_id == "INIT002"
+    assert top.title == ("Rank(s) 1,5,9,13,17,21,25,29,33,37,41,45,49,53,57,…,797 (200 in all) never started NCCL init; "
+                         "the other 600 ranks wait for them")
+    assert "ranks 1,5,9,13,17,21,25,29,33,37,41,45,49,53,57,…,797 (200 in all) never logged Init START" in top.message
+
+
 def test_socket_fallback_minority_node(tmp_path):
     job, man = make_job(tmp_path, "socket_fallback", 32)
     (host,) = man["culprit_hosts"]

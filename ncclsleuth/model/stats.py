@@ -4,9 +4,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+#: rank ranges a text for people names at most (:func:`ranges`' ``most``): a finding's title, message
+#: or a fact's words about ranks; its ``ranks`` list (the JSON) keeps them all
+TEXT_MOST = 16
 
-def ranges(nums: list[int] | Iterable[int], sep: str = ",") -> str:
-    """``[40, 41, 42, 47]`` -> ``"40-42,47"``: rank lists as people write them."""
+
+def ranges(nums: list[int] | Iterable[int], sep: str = ",", most: int = 0) -> str:
+    """``[40, 41, 42, 47]`` -> ``"40-42,47"``: rank lists as people write them.
+
+    ``most`` (> 1): at most that many items, for text a person reads: past it, the first
+    ``most - 1``, an ellipsis, the last, and how many ranks in all (``"6, 12, 26-27, …, 7998
+    (1,127 in all)"``).  A watchdog line repeated by 1,127 of 8,000 ranks, one in seven, named
+    them in ~700 items: 60 lines of a terminal for one evidence line."""
     rs = sorted(set(nums))
     out, i = [], 0
     while i < len(rs):
@@ -15,6 +24,8 @@ def ranges(nums: list[int] | Iterable[int], sep: str = ",") -> str:
             j += 1
         out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
+    if most > 1 and len(out) > most:
+        return f"{sep.join(out[:most - 1])}{sep}…{sep}{out[-1]} ({len(rs):,} in all)"
     return sep.join(out)
 
 

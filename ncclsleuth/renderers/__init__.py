@@ -95,6 +95,11 @@ def evidence_lines(f: Any, limit: int) -> tuple[list[tuple[str, Line]], int]:
     return out, max(f.evidence_total, len(f.evidence)) - said
 
 
+#: rank ranges named after a repeated evidence line, at most (the rest as a count: the finding's
+#: JSON lists every rank it is about)
+WHO_MOST = 10
+
+
 def _who(same: Sequence[Any], count: int) -> str:
     """``ranks 0-3, 5`` (every line names its rank), else ``7 files``, else ''."""
     if count < 2:
@@ -110,7 +115,7 @@ def _who(same: Sequence[Any], count: int) -> str:
         named += getattr(e, "count", 1) if rs and len(rs) >= getattr(e, "count", 1) else 0
         files += getattr(e, "files", 1)
     if ranks and named >= count:
-        return ("ranks " if len(ranks) > 1 else "rank ") + ranges(ranks, ", ")
+        return ("ranks " if len(ranks) > 1 else "rank ") + ranges(ranks, ", ", WHO_MOST)
     return f"{files} files" if files > 1 else ""
 
 

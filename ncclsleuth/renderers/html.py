@@ -335,11 +335,11 @@ def ring_svg(comm: dict[str, Any], hot_hosts: set[str], hot_ranks: set[int], siz
 
 
 def _rank_words(ranks: set[int]) -> str:
-    from ..model.stats import ranges
+    from ..model.stats import TEXT_MOST, ranges
 
     if not ranks:
         return ""
-    return ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ")
+    return ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ", TEXT_MOST)
 
 
 def host_ring_svg(order: list[int], rank_host: dict[int, str], comm: dict[str, Any], hot_hosts: set[str],

@@ -16,7 +16,7 @@ from typing import Any
 from ..events import Event
 from ..model.facts.said import said
 from ..model.job import KEEP_PER_KIND, JobModel
-from ..model.stats import ranges
+from ..model.stats import TEXT_MOST, ranges
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
@@ -228,7 +228,7 @@ def _who(hosts: Sequence[str], ranks: Sequence[int], capped: bool = False) -> st
     if not ranks:
         who = hs or None
     else:
-        rs = ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ")
+        rs = ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ", TEXT_MOST)
         who = f"{rs} ({hs})" if hs else rs
     return f"{who}, as the lines kept name them ({KEEP_PER_KIND:,} a kind; the others were counted)" \
         if who and capped else who

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
 from ... import events as E
 from ..job import JobModel
-from ..stats import median, ranges
+from ..stats import TEXT_MOST, median, ranges
 
-__all__ = ["FACTS", "LIVE", "PER_LINE", "SPECS", "Fact", "FactFn", "FactSpec", "Record", "fact", "median", "ranges"]
+__all__ = ["FACTS", "LIVE", "PER_LINE", "SPECS", "TEXT_MOST", "Fact", "FactFn", "FactSpec", "Record", "fact", "median",
+           "ranges"]
 
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from ... import events as E
 from ..job import JobModel
 from ..members import members, rank_hosts
-from .base import Record, fact, median, ranges
+from .base import TEXT_MOST, Record, fact, median, ranges
 
 
 class CollectiveLaggard(Record):
@@ -134,7 +134,7 @@ def collective_order_mismatch(model: JobModel) -> list[CollectiveOrderMismatch]:
     out: list[CollectiveOrderMismatch] = []
     for (pg, seq), ops in by_seq.items():
         if len(ops) > 1:
-            desc = "; ".join(f"ranks {ranges([r for e in evs for r in e.ranks])} started {op}"
+            desc = "; ".join(f"ranks {ranges([r for e in evs for r in e.ranks], most=TEXT_MOST)} started {op}"
                              for op, evs in sorted(ops.items()))
             out.append({"pg": pg, "seq": seq, "detail": desc,
                         "evidence": [evs[0] for evs in ops.values()]})

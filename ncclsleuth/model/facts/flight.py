@@ -25,7 +25,7 @@ from ...events.flight import FrOp
 from ...util.classes import dataclass
 from ..job import JobModel
 from ..members import rank_hosts
-from .base import Record, fact, ranges
+from .base import TEXT_MOST, Record, fact, ranges
 
 if TYPE_CHECKING:  # the tables come with the model (``model.flight``): a start without dumps never imports them
     from ..flight import FlightRecords, RankBits, Row
@@ -591,7 +591,7 @@ def _who(ranks: Iterable[int]) -> str:
     rs = sorted(ranks)
     if not rs:
         return "no rank"
-    return f"rank {rs[0]}" if len(rs) == 1 else f"ranks {ranges(rs)}"
+    return f"rank {rs[0]}" if len(rs) == 1 else f"ranks {ranges(rs, most=TEXT_MOST)}"
 
 
 def _sig_text(sig: tuple[Any, ...]) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from ... import events as E
 from ..job import JobModel
 from ..members import members
-from .base import Record, fact, median, ranges
+from .base import TEXT_MOST, Record, fact, median, ranges
 
 
 class InitStuck(Record):
@@ -66,7 +66,7 @@ def init_stuck(model: JobModel) -> list[InitStuck]:
             continue
         hosts = sorted({r.host or "?" for r in stuck})
         out.append({"comm": c.key, "nranks": c.nranks, "stuck": len(stuck), "completed": len(done),
-                    "ranks": ranges([r.rank for r in stuck]), "hosts": ", ".join(hosts[:8]),
+                    "ranks": ranges([r.rank for r in stuck], most=TEXT_MOST), "hosts": ", ".join(hosts[:8]),
                     "evidence": [r.start for r in stuck[:10] if r.start is not None]})
     return out
 
@@ -164,8 +164,9 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
             hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_INIT_LINE
         evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
                                    if st.start is not None] + (present or [])
-        out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing), "nmissing": len(missing),
-                    "seen": len(seen), "completed": completed, "host": hosts, "evidence": evidence})
+        out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing, most=TEXT_MOST),
+                    "nmissing": len(missing), "seen": len(seen), "completed": completed, "host": hosts,
+                    "evidence": evidence})
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import field
 from ... import events as E
 from ...util.classes import dataclass
 from ..job import JobModel
-from .base import Record, fact, ranges
+from .base import TEXT_MOST, Record, fact, ranges
 
 
 class RasReported(Record):
@@ -114,16 +114,17 @@ def _one_report(evs: list[E.RasReport]) -> list[RasReported]:
             ranks = sorted(set(p.ranks))
             out.append(_rec(kind, ",".join(sorted(set(p.comms))) or "-", ranks, f"process {p.pid}", p.host, p.pid,
                             p.gpu, f"process {p.pid} on node {p.host} (GPU {p.gpu}"
-                            + (f", rank {ranges(ranks)}" if ranks else "") + f") {why}",
+                            + (f", rank {ranges(ranks, most=TEXT_MOST)}" if ranks else "") + f") {why}",
                             "", "peer_failure", ([lead] if lead else []) + p.evidence))
     for comm, lines in rest.items():
         ranks = sorted({e.comm_rank for e in lines if e.comm_rank is not None})
         hosts = sorted({e.peer_host for e in lines if e.peer_host})
         h = comm_head.get((comm, "INCOMPLETE"))
-        out.append(_rec("missing", comm, ranks, f"rank {ranges(ranks)}", ", ".join(hosts) or "?",
+        out.append(_rec("missing", comm, ranks, f"rank {ranges(ranks, most=TEXT_MOST)}", ", ".join(hosts) or "?",
                         ",".join(sorted({str(e.peer_pid) for e in lines if e.peer_pid})) or "?",
                         ",".join(sorted({e.gpu for e in lines if e.gpu})) or "?",
-                        f"communicator {comm} has no data from rank {ranges(ranks)}", "", "peer_failure",
+                        f"communicator {comm} has no data from rank {ranges(ranks, most=TEXT_MOST)}", "",
+                        "peer_failure",
                         ([h] if h else []) + lines))
     for (comm, coll), lines in outliers.items():
         major = max(counts.get((comm, coll), []), key=lambda e: e.count or 0, default=None)

@@ -23,7 +23,7 @@ from ... import events as E
 from ...util.rxstore import rx
 from ..job import JobModel
 from ..members import members
-from .base import Record, fact, ranges
+from .base import TEXT_MOST, Record, fact, ranges
 
 _CLIENTS = rx(r"waiting for clients\. (\d+)/(\d+) clients joined")
 _KEYS = rx(r"wait timeout after (\d+) ?ms, keys: (\S+)")
@@ -105,7 +105,8 @@ def _missing_clients(model: JobModel, clients: list[tuple[int, int, E.Event]],
         missing, assumed = list(range(joined, expected)), True
     missing = [r for r in missing if r is not None][: expected - joined] or list(range(joined, expected))
     return {"how": "clients_missing", "rank": missing[0] if missing else "?", "ranks": missing,
-            "who": (f"rank {missing[0]}" if len(missing) == 1 else f"ranks {ranges(missing)}") if missing else "?",
+            "who": (f"rank {missing[0]}" if len(missing) == 1 else f"ranks {ranges(missing, most=TEXT_MOST)}")
+            if missing else "?",
             "key": "", "pg": "", "waiting": len(waits), "joined": joined, "expected": expected, "assumed": assumed,
             "assumed_note": " (no rank names itself in these logs: the highest ranks, as launchers number them from 0)"
             if assumed else "",

@@ -31,7 +31,7 @@ from ...util.clock import earlier
 from ...util.rxstore import rx
 from ..job import JobModel
 from ..members import Exit, Member, members
-from .base import Record, fact, ranges
+from .base import TEXT_MOST, Record, fact, ranges
 from .said import Said, lines_of, said, strip_prefixes
 
 #: at most this share of the ranks may be "the odd ones" (a minority), and at most this many
@@ -157,7 +157,7 @@ def rank_named(model: JobModel) -> list[RankNamed]:
 
 
 def _who(ranks: list[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranges(ranks)}"
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranges(ranks, most=TEXT_MOST)}"
 
 
 def _unique(evs: list[E.Event]) -> list[E.Event]:

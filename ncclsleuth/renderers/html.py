@@ -105,6 +105,11 @@ def _verdict(report: Any) -> str:
             f"<h1>{_e(verdict_sentence(report))}</h1><p>{_e(' '.join(v.message.split()))}</p></section>")
 
 
+#: characters of an evidence line shown (the terminal and Markdown show 400): PyTorch's desync report
+#: lists every rank on one line, 46 KB at 8,000 ranks, most of the page; the line number points at it
+EVIDENCE_CHARS = 1000
+
+
 def _finding(i: int, f: Any) -> str:
     meta = [f'<span class="sev {_e(f.severity)}">{_e(f.severity)}</span>', _e(f.category),
             f"confidence {f.confidence:.2f}"]
@@ -116,8 +121,8 @@ def _finding(i: int, f: Any) -> str:
     lines, more = evidence_lines(f, 8)
     for path, ln in lines:
         rep = f'<span class="rep">{ln.times}{", " + _e(ln.who) if ln.who else ""}</span>' if ln.count > 1 else ""
-        ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code><code>{_e(ln.text.strip())}</code>'
-               f"{rep}</li>")
+        ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code>'
+               f"<code>{_e(clip(ln.text.strip(), EVIDENCE_CHARS))}</code>{rep}</li>")
     if more > 0:
         ev += f'<li class="note">… {more} more line{"s" if more != 1 else ""}</li>'
     refs = ""

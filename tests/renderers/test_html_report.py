@@ -72,6 +72,25 @@ def test_html_without_figures_says_so() -> None:
     assert report.figures is None and "No topology data" in render("html", report)
 
 
+def test_an_evidence_line_of_every_rank_is_cut(tmp_path: Path) -> None:
+    """PyTorch prints some lists of every rank on one line (the desync report's ``started ranks``:
+    46 KB at 8,000 ranks, 68% of the 8k job's post-mortem): the page shows its first 1,000
+    characters, as the terminal and Markdown show 400, with its line number."""
+    ranks = "[" + ", ".join(map(str, range(8000))) + "]"
+    log = tmp_path / "job.log"
+    log.write_text("".join(
+        f"[rank{r}]:[E1129 11:41:55.056547440 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=1245, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+        "Timeout(ms)=600000) ran for 600047 milliseconds before timing out." + (f" started ranks: {ranks}" if not r else "")
+        + "\n" for r in range(16)))
+    report = api.analyze([str(log)])
+    assert len(report.findings[0].evidence[0].text) > 40_000
+    page = render("html", report)
+    code = re.search(r'job\.log:1</code><code>([^<]*)</code>', page)
+    assert code is not None and len(code.group(1)) <= 1000 and code.group(1).endswith(" …")
+    assert ", 150, " in code.group(1) and "7999" not in page and len(page) < 10_000
+
+
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         if shutil.which(name):

@@ -347,13 +347,33 @@ def _rank_words(ranks: set[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks, ", ", TEXT_MOST)
 
 
+#: nodes of a host ring at most: past it, consecutive host runs share a node (16,384 ranks on
+#: 2,048 hosts drew 2,048 overlapping dots of 2.5 px, 263 KB a picture; 1.1 MB of the page)
+HOST_NODES_MAX = 256
+
+
+def _host_nodes(groups: list[tuple[str, list[int]]], most: int) -> list[tuple[str, list[int], list[str]]]:
+    """``(label, ranks, hosts)`` per node of a host ring: one host run each, or where there are more
+    than ``most`` runs, ``ceil(runs / most)`` consecutive runs each (``node000–node007``)."""
+    per = max(1, math.ceil(len(groups) / most))
+    out = []
+    for i in range(0, len(groups), per):
+        chunk = groups[i:i + per]
+        hosts = [h for h, _ in chunk]
+        label = hosts[0] if len(chunk) == 1 else f"{hosts[0]}–{hosts[-1]}"
+        out.append((label, [r for _, rs in chunk for r in rs], hosts))
+    return out
+
+
 def host_ring_svg(order: list[int], rank_host: dict[int, str], comm: dict[str, Any], hot_hosts: set[str],
                   hot_ranks: set[int], size: int = 760) -> str:
     """The summary view of a big ring (over RANK_RING_MAX ranks): one node per run of
-    ranks on a host, in ring order, with its rank range; the culprit's hosts in red and
-    named, the others named where there is room."""
-    groups = host_runs(order, rank_host)
+    ranks on a host (per a few consecutive runs past HOST_NODES_MAX), in ring order, with its
+    rank range; the culprit's hosts in red and named, the others named where there is room."""
+    runs = host_runs(order, rank_host)
     hot_hosts = {rank_host[r] for r in hot_ranks if r in rank_host} or set(hot_hosts)
+    groups = _host_nodes(runs, HOST_NODES_MAX)
+    per = math.ceil(len(runs) / len(groups)) if groups else 1
     g = len(groups)
     cx = cy = size / 2
     radius = size / 2 - 120
@@ -362,10 +382,12 @@ def host_ring_svg(order: list[int], rank_host: dict[int, str], comm: dict[str, A
     parts = [f'<svg width="{size + 240}" height="{size}" viewBox="0 0 {size + 240} {size}" role="img" '
              f'aria-label="hosts of communicator {_e(comm.get("key"))} in ring order">',
              f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{radius:.1f}" fill="none" stroke="#b0bec5" stroke-width="1.5"/>']
-    for i, (h, rs) in enumerate(groups):
+    for i, (h, rs, hosts) in enumerate(groups):
         a = -math.pi / 2 + 2 * math.pi * i / g
         x, y = cx + radius * math.cos(a), cy + radius * math.sin(a)
-        hot = h in hot_hosts or bool(hot_ranks & set(rs))
+        hot = bool(hot_hosts.intersection(hosts)) or bool(hot_ranks & set(rs))
+        if hot and len(hosts) > 1:  # the culprit's host by its own name, among those sharing the node
+            h = ", ".join(sorted(hot_hosts.intersection(hosts))) or h
         tip = f"{h}: ranks {rs[0]}–{rs[-1]}" if len(rs) > 1 else f"{h}: rank {rs[0]}"
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r * (1.6 if hot else 1):.1f}" '
                      f'fill="{"#ffcdd2" if hot else "#fff"}" stroke="{HOT if hot else "#546e7a"}" '
@@ -379,8 +401,9 @@ def host_ring_svg(order: list[int], rank_host: dict[int, str], comm: dict[str, A
                          f'fill="{HOT if hot else "#546e7a"}"{weight}>{_e(label)}</text>')
     lx = size + 20
     parts.append(f'<text x="{lx}" y="30" font-size="13" font-weight="700">Summary view</text>'
-                 f'<text x="{lx}" y="50" font-size="11" fill="#5f6b7a">{len(order):,} ranks on {g:,} host runs;</text>'
-                 f'<text x="{lx}" y="64" font-size="11" fill="#5f6b7a">one node per host, in ring order</text>')
+                 f'<text x="{lx}" y="50" font-size="11" fill="#5f6b7a">{len(order):,} ranks on {len(runs):,} host runs;</text>'
+                 f'<text x="{lx}" y="64" font-size="11" fill="#5f6b7a">one node per '
+                 f'{"host" if per == 1 else f"{per} host runs"}, in ring order</text>')
     if hot_hosts:
         parts.append(f'<circle cx="{lx + 8}" cy="86" r="7" fill="#ffcdd2" stroke="{HOT}" stroke-width="2.5"/>'
                      f'<text x="{lx + 22}" y="90" font-size="12">culprit: '

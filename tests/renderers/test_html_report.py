@@ -187,6 +187,24 @@ def test_a_1024_rank_ring_is_a_summary_of_hosts() -> None:
     assert len(svg) < 60_000
 
 
+def test_a_16384_rank_ring_on_2048_hosts_draws_a_node_per_8_hosts() -> None:
+    """Past 256 host runs, consecutive runs share a node (2,048 dots of 2.5 px overlapped, 263 KB
+    a picture); the culprit's host is still red and named by itself, with its ranks."""
+    from ncclsleuth.renderers.html import host_ring_svg
+
+    order = list(range(16384))
+    rank_host = {r: f"node{r // 8:04d}" for r in order}
+    svg = host_ring_svg(order, rank_host, {"key": "0xabc"}, set(), {2896})
+    nodes = re.findall(r'<circle cx="[\d.]+" cy="[\d.]+" r="[\d.]+" fill="(#fff|#ffcdd2)"', svg)
+    assert len(nodes) == 256 + 1 and nodes.count("#ffcdd2") == 1 + 1  # 256 nodes, the legend's; one red each
+    assert "16,384 ranks on 2,048 host runs;" in svg and "one node per 8 host runs, in ring order" in svg
+    assert "<title>node0362: ranks 2880–2943</title>" in svg and ">node0362 (2880–2943)</text>" in svg
+    assert "<title>node0000–node0007: ranks 0–63</title>" in svg
+    assert len(svg) < 60_000
+    small = host_ring_svg(order[:1024], rank_host, {"key": "0xabc"}, set(), {5})  # 128 hosts: a node each
+    assert "one node per host, in ring order" in small and "<title>node0000: ranks 0–7</title>" in small
+
+
 def test_a_1024_rank_job_is_summarised_through_the_cli(tmp_path: Path) -> None:
     """``ncclsleuth report`` on 1,024 ranks (128 hosts, an IB link broken between node047
     and node048): the ring is the host summary, the host table a row per network with the

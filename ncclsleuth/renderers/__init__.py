@@ -119,6 +119,21 @@ def _who(same: Sequence[Any], count: int) -> str:
     return f"{files} files" if files > 1 else ""
 
 
+def some(names: Sequence[str], most: int) -> str:
+    """The first ``most`` names and how many more (``node000, node001 and 998 more``): a job's
+    1,000 hosts in a table cell were 9 KB of the 8k job's Markdown post-mortem."""
+    head = ", ".join(names[:most])
+    return f"{head} and {len(names) - most:,} more" if len(names) > most else head
+
+
+def more_comms(s: dict[str, Any], shown: int) -> str:
+    """``996 more communicators`` past the ``shown`` ones of a summary (``communicators_total``:
+    the summary keeps 32), or ''."""
+    total = s.get("communicators_total") or len(s.get("communicators") or [])
+    left = total - min(shown, len(s.get("communicators") or []))
+    return f"{left:,} more communicator{'s' if left != 1 else ''}" if left > 0 else ""
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters at a space, with ``…`` where it was
     cut (a long evidence line shown whole would fill the screen; cut mid-word it reads as

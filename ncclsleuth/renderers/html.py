@@ -15,7 +15,7 @@ import math
 from html import escape
 from typing import Any
 
-from . import clip, evidence_lines, host_runs, init_progress_groups
+from . import clip, evidence_lines, host_runs, init_progress_groups, more_comms
 from .markdown import short_file, summary_line, verdict_sentence, where
 
 #: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
@@ -148,6 +148,8 @@ def _summary(report: Any) -> str:
         rows.append((f"comm {c['comm']}", f"{c['ranks_seen']}/{c['nranks']} ranks, {c['init_complete']} init complete"
                      + (f", init max {c['init_max_s']} s" if c.get("init_max_s") else "")
                      + (", " + ", ".join(f"{k} {n}" for k, n in c["transports"].items()) if c.get("transports") else "")))
+    if others := more_comms(s, len(s.get("communicators") or [])):
+        rows.append(("", f"… and {others}"))
     out = ["<table>"] + [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows] + ["</table>"]
     per_host: dict[str, list[str]] = {h: [] for h in s.get("hosts") or []}
     for net, hosts in (s.get("network") or {}).items():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import evidence_lines, host_runs
+from . import evidence_lines, host_runs, more_comms, some
 
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
@@ -43,6 +43,10 @@ def where(f: Any) -> str:
         rs = [str(r) for r in f.ranks]
         parts.append(("rank " if len(rs) == 1 else "ranks ") + ", ".join(rs[:4]) + (" …" if len(rs) > 4 else ""))
     return ", ".join(parts)
+
+
+#: hosts named per network in the post-mortem's summary (the rest counted)
+HOSTS_SHOWN = 8
 
 
 def short_file(path: str) -> str:
@@ -314,12 +318,14 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
     if s.get("cuda_versions"):
         out.append("| CUDA | " + ", ".join(f"{k} ({n})" for k, n in s["cuda_versions"].items()) + " |")
     for net, hosts in (s.get("network") or {}).items():
-        out.append(f"| network {net} | " + ", ".join(hosts) + " |")
+        out.append(f"| network {net} | " + some(hosts, HOSTS_SHOWN) + " |")
     if s.get("ib_devices"):
         out.append("| IB devices | " + ", ".join(s["ib_devices"]) + " |")
     for c in s.get("communicators") or []:
         out.append(f"| comm `{c['comm']}` | {c['ranks_seen']}/{c['nranks']} ranks, {c['init_complete']} init complete"
                    + (f", init max {c['init_max_s']} s" if c.get("init_max_s") else "") + " |")
+    if others := more_comms(s, len(s.get("communicators") or [])):
+        out.append(f"| | … and {others} |")
     out.append("")
     hot_hosts = set(v.hosts) if v else set()
     hot_ranks = set(v.ranks) if v else set()

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report import HOW_TO_GET_A_LOG, NOT_A_LOG
-from . import clip, collapse, common_dir, reflow
+from . import clip, collapse, common_dir, more_comms, reflow
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: wide enough that nothing wraps: the "no wrapping" console of pipes and files
@@ -176,4 +176,6 @@ def _summary(s: dict[str, Any], base: str) -> RenderableType:
         t.add_row("comm " + str(c["comm"])[:18],
                   (f"{c['ranks_seen']}/{c['nranks']}" if c["nranks"] else str(c["ranks_seen"]))
                   + f" ranks, {c['init_complete']} init complete{init}")
+    if others := more_comms(s, 4):
+        t.add_row("", f"… and {others}")
     return t

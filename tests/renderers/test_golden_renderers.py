@@ -50,3 +50,22 @@ def test_renderers_are_pure() -> None:
     for fmt in RENDERERS:
         assert render(fmt, rep) == render(fmt, rep)
     assert rep.to_dict() == before
+
+
+def test_a_thousand_hosts_and_communicators_are_counted_not_listed() -> None:
+    """The summary of the 8k job: 1,000 hosts on one network, 1,001 communicators (the summary keeps
+    32). The terminal names 4 hosts and 4 communicators, the post-mortem 8 hosts and its 32, each
+    with how many more (before: every host in one Markdown cell, 9 KB; no word of the others)."""
+    report = fixed_report()
+    comms = report.summary["communicators"]
+    report.summary = {**report.summary, "network": {"IB": [f"node{i:03d}" for i in range(1000)]},
+                      "communicators": [dict(comms[0], comm=f"0x{i:016x}") for i in range(32)],
+                      "communicators_total": 1001}
+    term = render("terminal", report, color=False, width=100)
+    assert "IB: node000, node001, node002, node003 and 996 more" in term
+    assert term.count("comm 0x") == 4 and "… and 997 more communicators" in term
+    md = render("markdown", report, postmortem=True, figures=fixed_figures())
+    assert "| network IB | node000, node001, node002, node003, node004, node005, node006, node007 and 992 more |" in md
+    assert md.count("| comm `0x") == 32 and "| | … and 969 more communicators |" in md and "node008" not in md
+    page = render("html", report, figures=fixed_figures())
+    assert "<tr><th></th><td>… and 969 more communicators</td></tr>" in page

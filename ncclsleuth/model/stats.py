@@ -13,9 +13,9 @@ def ranges(nums: list[int] | Iterable[int], sep: str = ",", most: int = 0) -> st
     """``[40, 41, 42, 47]`` -> ``"40-42,47"``: rank lists as people write them.
 
     ``most`` (> 1): at most that many items, for text a person reads: past it, the first
-    ``most - 1``, an ellipsis, the last, and how many ranks in all (``"6, 12, 26-27, …, 7998
-    (1,127 in all)"``).  A watchdog line repeated by 1,127 of 8,000 ranks, one in seven, named
-    them in ~700 items: 60 lines of a terminal for one evidence line."""
+    ``most - 1``, an ellipsis, the last, and how many ranks in all (every third of 30 ranks, at
+    most 4: ``"0, 3, 6, …, 27 (10 in all)"``).  A watchdog line repeated by 1,127 of 8,000 ranks
+    named them in ~700 items: 60 lines of a terminal for one evidence line."""
     rs = sorted(set(nums))
     out, i = [], 0
     while i < len(rs):

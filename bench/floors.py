@@ -78,8 +78,10 @@ VARIANTS = {
 }
 
 
-def derived(log: str, out: str = OUT) -> dict[str, str]:
-    """The derived logs of ``log`` in folder ``out`` (name -> path), written unless up to date."""
+def derived(log: str, out: str | None = None) -> dict[str, str]:
+    """The derived logs of ``log`` in folder ``out`` (default :data:`OUT`; name -> path), written
+    unless up to date."""
+    out = out or OUT
     os.makedirs(out, exist_ok=True)
     st = os.stat(log)
     stamp = f"{os.path.abspath(log)} {st.st_size} {st.st_mtime_ns}"
@@ -255,8 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     R = _module("run")
     if a.log:
         log = os.path.abspath(a.log)
+        if not os.path.isfile(log):
+            ap.error(f"{a.log}: not a file (this script reads one file holding every rank)")
     else:
         log = _module("targets").logs("8k")
+    from ncclsleuth.parallel.split import PIECE_BYTES
+
+    split = os.path.getsize(log) >= 2 * PIECE_BYTES  # else ``--jobs 2`` parses it whole
     variants = {"the log": log, **derived(log)}
     exe = R.ncclsleuth_cmd()
     R.ensure_bytecode()
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         j2 = statistics.median(R.measure(exe + ["analyze", "--format", "json", "--jobs", "2", log], env=env)["wall"]
                                for _ in range(a.repeat))
         phases = _median_of([_child("--_phases", log, env) for _ in range(a.repeat)])
-        pieces = _median_of([_child("--_pieces", log, env) for _ in range(a.repeat)])
+        pieces = _median_of([_child("--_pieces", log, env) for _ in range(a.repeat)]) if split else None
     med = {k: statistics.median(v) for k, v in walls.items()}
     print(f"# Floors of {os.path.relpath(log)} (medians of {a.repeat})\n")
     print("## 1. Line classes (`analyze --jobs 1` against the baseline, same rounds)\n")
@@ -291,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| " + " | ".join(f"{phases[k]:.3f} s" for k in ("import", "rules", "build", "diagnose", "render",
                                                           "floor")) + " |")
     print("\n## 3. What `--jobs 2` pays to share the file\n")
+    if pieces is None:
+        print(f"The log is under {2 * PIECE_BYTES / 1e6:.0f} MB: `--jobs 2` parses it whole "
+              f"({j2:.2f} s against `--jobs 1`'s {j1:.2f} s).")
+        return 0
     print(f"{pieces['pieces']} pieces; the split's first pass {pieces['split_pass']:.3f} s.\n")
     print("| parse (recorded) | pickle | unpickle | replay | tail | pickled |")
     print("|---:|---:|---:|---:|---:|---:|")

@@ -7,6 +7,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+import pytest
 from _jobs import generator
 
 from ncclsleuth.ingest import blocks
@@ -79,3 +80,18 @@ def test_every_piece_is_parsed_shipped_and_replayed_once(tmp_path, monkeypatch):
     assert got["bytes"] > 0
     for what in ("split_pass", "parse", "pickle", "unpickle", "replay", "tail"):
         assert got[what] >= 0.0
+
+
+def test_a_small_log_is_measured_whole_and_a_folder_refused(tmp_path, capsys, monkeypatch):
+    f = _floors()
+    monkeypatch.setattr(f, "OUT", str(tmp_path / "out"))
+    log = tmp_path / "job.log"
+    log.write_bytes((CONN + NOISE + RING + INFO) * 50)
+    assert f.main(["--log", str(log), "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| the log | 200 |" in out and "| nccl-info-lines-only | 150 |" in out
+    assert "The log is under 17 MB: `--jobs 2` parses it whole" in out  # no split: no piece costs
+    assert os.path.exists(tmp_path / "out" / "no-connection-lines.log")
+    with pytest.raises(SystemExit):
+        f.main(["--log", str(tmp_path)])
+    assert "not a file" in capsys.readouterr().err

@@ -221,8 +221,10 @@ class JobModel:
         else:
             self.folded[kind] += 1
 
-    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None:
-        """A ``Channel NN/M : a[x] -> b[y] via ...`` line, folded without an event object.
+    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
+                 direction: str | None = None) -> str | None:
+        """A ``Channel NN/M : a[x] -> b[y] [send|receive] via ...`` line, folded without an event
+        object; the key of the communicator its hop was counted in (:meth:`conn_comm`).
 
         Equivalent to ``add(ChannelConn(...))`` (tests compare the two); the analyze fast
         path uses it for the most numerous line of an INFO log.
@@ -235,8 +237,39 @@ class JobModel:
         if p is not None:
             p.last_line, p.last_kind = line, "channel_conn"
         label, net, gdr = _via(via)
-        _count_hop(self, p, self._proc_comm.get(key), label, net, gdr,
-                   int(src.partition("[")[0]), int(dst.partition("[")[0]))
+        a, b = int(src.partition("[")[0]), int(dst.partition("[")[0])
+        comm_key = self.conn_comm(key, p, a, b, direction == "receive")
+        _count_hop(self, p, comm_key, label, net, gdr, a, b)
+        return comm_key
+
+    def conn_comm(self, key: tuple[str, int | None], p: Process | None, src: int, dst: int,
+                  receive: bool) -> str | None:
+        """The communicator of a connection line of process ``key`` (``p``): the one whose init the
+        process logged last, unless the line's ranks say it is another of its communicators.
+
+        The ranks of ``a[x] -> b[y]`` are ranks in the line's communicator, the printing rank
+        first (``myInfo->rank``), but the peer first on a NET ``[receive]`` line
+        (``transport/p2p.cc``, ``net.cc``, ``shm.cc``, 2.7-2.30).  Up to 2.21 a communicator
+        connects during its init, so its lines follow its Init START; from 2.22 connections are
+        made at the communicator's first collective (``NCCL_RUNTIME_CONNECT``, default 1:
+        ``src/init.cc``), after the process may have initialised others (PyTorch's world and
+        split communicators), and the lines of the world's hops were counted in the last split:
+        ``7[7] -> 8[0] [send]`` in a communicator of 8 ranks.  So when the process's own rank on
+        the line is not its rank in the last one (or the peer is past its size) and exactly one
+        other of its communicators fits, the line is that one's; ambiguous lines (rank 0 of both)
+        stay with the last.
+        """
+        cur = self._proc_comm.get(key)
+        if p is None or len(p.comm_ranks) < 2:
+            return cur
+        own, peer = (dst, src) if receive else (src, dst)
+        fit = [ck for ck, r in p.comm_ranks if r == own and self._holds(ck, peer)]
+        return fit[0] if len(fit) == 1 else cur
+
+    def _holds(self, comm_key: str, rank: int) -> bool:
+        """Whether communicator ``comm_key`` may have rank ``rank`` (its size unknown: it may)."""
+        c = self.comms.get(comm_key)
+        return c is None or c.nranks is None or 0 <= rank < c.nranks
 
     #: the parser's retention limit for ``Trees`` lines: edges past it are not even made
     tree_channels = TREE_CHANNELS
@@ -303,19 +336,21 @@ class JobModel:
         """:meth:`add_conn`, remembering what later lines of the same text fold into."""
         if hp not in self._hp:
             self.bind(source, line, hp)
+        direction = "receive" if " [receive] " in rest else None
         if hp not in self._hp:  # a process past the bound: counted, not remembered
             host, _, pid_text = hp.rpartition(":")
-            self.add_conn(source, line, host, int(pid_text), src, dst, via)
+            self.add_conn(source, line, host, int(pid_text), src, dst, via, direction)
             return
         p, key = self._hp[hp]
-        self.add_conn(source, line, key[0], key[1], src, dst, via)  # type: ignore[arg-type]
-        comm_key = self._proc_comm.get(key)
+        comm_key = self.add_conn(source, line, key[0], key[1], src, dst, via, direction)  # type: ignore[arg-type]
         c = (self.comms.get(comm_key) if comm_key else None) or self.comms.get("unknown")
         label, net, gdr = _via(via)
         hop = (int(src.partition("[")[0]), int(dst.partition("[")[0]))
         if c is None or hop not in c.hops:  # a communicator or hop past its bound: nothing to fold into
             return
-        k = (comm_key, hp, rest)
+        # later lines of this text are counted while the same communicator is the process's last
+        # (``conn_seen``): they fold into the one this line was counted in
+        k = (self._proc_comm.get(key), hp, rest)
         self._conn_n[k] = 0
         self._conn_to[k] = (p, c, hop, label, net is not None, gdr)
 
@@ -629,8 +664,8 @@ def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
 
 def _h_conn(m: JobModel, ev: E.ChannelConn, p: Process | None) -> None:
     label = ev.transport if ev.transport != "NET" else f"NET/{ev.net}"
-    _count_hop(m, p, m._proc_comm.get(_pkey(ev)), label, ev.net if ev.transport == "NET" else None,
-               ev.gdr, ev.src, ev.dst)
+    _count_hop(m, p, m.conn_comm(_pkey(ev), p, ev.src, ev.dst, ev.direction == "receive"), label,
+               ev.net if ev.transport == "NET" else None, ev.gdr, ev.src, ev.dst)
 
 
 def _count_hop(m: JobModel, p: Process | None, comm_key: str | None, label: str, net: str | None, gdr: bool,

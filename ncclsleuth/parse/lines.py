@@ -60,7 +60,8 @@ class Sink(fastpath.Sink, Protocol):
     #: tree edges kept for channels below this one (the rest of a ``Trees`` line is not read)
     tree_channels: int
 
-    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None: ...
+    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
+                 direction: str | None = None) -> str | None: ...
 
 _FRAME = rx(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
@@ -859,7 +860,8 @@ class FileParser:
         """:meth:`_from_raw` but for the counts."""
         host, pid, tid, dev = raw.pop("_host"), raw.pop("_pid"), raw.pop("_tid"), raw.pop("_dev")
         if rule == "channel_conn" and self.sink is not None:
-            self.sink.add_conn(self.source, lineno, host, int(pid), raw["src"], raw["dst"], raw["via"])
+            self.sink.add_conn(self.source, lineno, host, int(pid), raw["src"], raw["dst"], raw["via"],
+                               raw.get("direction"))
             return _FOLDED
         if rule == "trees" and self._plans is not None:  # edges the model would not keep are never made
             raw["tree"] = _channels_below(raw.get("tree", []), self.sink.tree_channels)  # type: ignore[union-attr]

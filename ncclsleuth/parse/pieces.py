@@ -73,8 +73,10 @@ class Recorder:
         """Step lines sampled per rank in this piece: sampled again for the whole file."""
         self.ops.append((_STEPS, evs))
 
-    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str) -> None:
-        self.ops.append((_ADD_CONN, line, host, pid, src, dst, via))
+    def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
+                 direction: str | None = None) -> str | None:
+        self.ops.append((_ADD_CONN, line, host, pid, src, dst, via, direction))
+        return None  # the model's answer (its communicator) is the replay's
 
     def touch(self, line: int, hp: str, kind: str) -> bool:
         self.ops.append((_TOUCH, line, self._hp.setdefault(hp, hp), kind))

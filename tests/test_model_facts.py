@@ -143,3 +143,26 @@ def test_fact_records_carry_exactly_the_declared_fields(tmp_path):
     assert set(rec) == SPECS["silent_ranks"].fields and rec["host"] == "b" and rec["seconds"] == 60
     produced.add("silent_ranks")
     assert produced == set(SPECS), f"no rule test makes {sorted(set(SPECS) - produced)} produce a record"
+
+
+def test_topology_text_says_communicators_that_read_alike_once():
+    """A job's per-host splits read alike: said once with how many and the first names (the 8k job:
+    1,000 of them, 3,003 lines before); one that differs, or has a problem, is said on its own."""
+    from ncclsleuth.model.topology import CommTopology
+    from ncclsleuth.renderers.topology import render
+
+    def split(key: str, **kw: object) -> CommTopology:
+        return CommTopology(key, 8, {r: "node1" for r in range(8)}, hops={"P2P": 8}, rings_checked=2, **kw)
+
+    world = CommTopology("0xw", 16, {r: f"node{r // 8}" for r in range(16)}, hops={"NET/IB": 2, "P2P": 14},
+                         rings_checked=2)
+    tops = [world, *(split(f"0x{i}") for i in range(5)), split("0xodd", shm_intra_node=3)]
+    assert render(tops).splitlines() == [
+        "communicator 0xw: 16 ranks, 2 host(s)", "  hops: NET/IB 2, P2P 14",
+        "  rings checked: 2, all visit every rank once",
+        "5 communicators of 8 ranks, 1 host(s) each: 0x0, 0x1, 0x2 and 2 more", "  hops: P2P 8",
+        "  rings checked: 2, all visit every rank once",
+        "communicator 0xodd: 8 ranks, 1 host(s)", "  hops: P2P 8", "  rings checked: 2, all visit every rank once",
+        "  ! 3 intra-node hops over SHM (P2P disabled or unavailable)"]
+    assert render(tops[:3]).count("communicator") == 2  # two alike: "2 communicators of ..."
+    assert "2 communicators of 8 ranks, 1 host(s) each: 0x0, 0x1\n" in render(tops[:3])

@@ -17,7 +17,9 @@ measured in one run, so that the next change can be sized before it is written:
    And the **per-line floor**: the least a Python loop does to dispatch a plain NCCL INFO line by
    its shape (find it, cut it out, mask its digits, look the shape up in a dict), with nothing
    done for it: what any parser that touches each line in Python pays, whatever it does next.
-3. **What ``--jobs 2`` pays to share one file.**  Each piece of the file's split (as ``--jobs 2``
+3. **What the model holds**: after one ``--jobs 1`` build, the RSS, the objects by type, the ints
+   and strings they refer to, and what the rule step allocates on top.
+4. **What ``--jobs 2`` pays to share one file.**  Each piece of the file's split (as ``--jobs 2``
    cuts it) parsed here with its recorder, its result pickled and unpickled (a worker's piece
    crosses a pipe), replayed into the file's model in order, and the file's end read again for
    the tail; from these and the phases, the least ``--jobs 2`` can take on two cores (every
@@ -233,6 +235,83 @@ def _pieces(log: str, piece_bytes: int | None) -> dict[str, Any]:
     return out
 
 
+def child_memory(log: str) -> dict[str, Any]:
+    """What the ``--jobs 1`` model of ``log`` holds (run in a fresh process, collector paused as in
+    ``analyze``): the process's RSS after the build, and what the build added to the objects the
+    collector tracks, by type (``sys.getsizeof``, headers included), with the ints and strings they
+    refer to (untracked: counted once each); then what the rule step allocates on top
+    (``tracemalloc`` around it alone)."""
+    import gc
+    import tracemalloc
+
+    from ncclsleuth import api
+    from ncclsleuth.api import Options
+
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        options = Options(jobs=1)
+        rules = api.load_rules(options)
+        before = _heap()
+        built = api.build([log], options)
+        rss = _rss_mb()
+        after = _heap()
+        ranks = max((c.nranks or 0 for c in built.model.comms.values()), default=0)
+        tracemalloc.start()
+        api.diagnose(built.model, rules, [n.to_dict() for n in built.notices])
+        kept, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        if was_on:
+            gc.enable()
+    grown = {k: after[0][k] - before[0].get(k, 0) for k in after[0]}
+    top = sorted(((k, v / 1e6) for k, v in grown.items() if v > 0), key=lambda kv: -kv[1])[:8]
+    return {"rss_build": rss, "objects": sum(grown.values()) / 1e6, "events": (after[1] - before[1]) / 1e6,
+            "ints": (after[2] - before[2]) / 1e6, "strs": (after[3] - before[3]) / 1e6, "top": top,
+            "ranks": ranks, "rule_step_peak": peak / 1e6, "rule_step_kept": kept / 1e6}
+
+
+def _heap() -> tuple[dict[str, int], int, int, int]:
+    """Bytes of the objects the collector tracks, by type name; of the events among them; and of
+    the ints and strings they refer to (each counted once)."""
+    import gc
+    from collections import Counter
+
+    from ncclsleuth.events import Event
+
+    objects = gc.get_objects()
+    # made after the snapshot, so that they are not in it: the ids seen are ints of their own
+    sizes: Counter[str] = Counter()
+    events = ints = strs = 0
+    seen: set[int] = set()
+    for o in objects:
+        n = sys.getsizeof(o)
+        sizes[type(o).__name__] += n
+        if isinstance(o, Event):
+            events += n
+        for r in gc.get_referents(o):
+            t = type(r)
+            if (t is int or t is str) and id(r) not in seen:
+                seen.add(id(r))
+                if t is int:
+                    ints += sys.getsizeof(r)
+                else:
+                    strs += sys.getsizeof(r)
+    return dict(sizes), events, ints, strs
+
+
+def _rss_mb() -> float:
+    """This process's resident set, MB (Linux; 0 where /proc is not there)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return 0.0
+
+
 def _child(mode: str, log: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     r = subprocess.run([sys.executable, os.path.abspath(__file__), mode, log], capture_output=True, text=True,
                        env=env, check=False)
@@ -282,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                                for _ in range(a.repeat))
         phases = _median_of([_child("--_phases", log, env) for _ in range(a.repeat)])
         pieces = _median_of([_child("--_pieces", log, env) for _ in range(a.repeat)]) if split else None
+        memory = _child("--_memory", log, env)
     med = {k: statistics.median(v) for k, v in walls.items()}
     print(f"# Floors of {os.path.relpath(log)} (medians of {a.repeat})\n")
     print("## 1. Line classes (`analyze --jobs 1` against the baseline, same rounds)\n")
@@ -297,7 +377,18 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---:|---:|---:|---:|---:|")
     print("| " + " | ".join(f"{phases[k]:.3f} s" for k in ("import", "rules", "build", "diagnose", "render",
                                                           "floor")) + " |")
-    print("\n## 3. What `--jobs 2` pays to share the file\n")
+    print("\n## 3. What the model holds (one `--jobs 1` build in a fresh process)\n")
+    held = memory["objects"] + memory["ints"] + memory["strs"]
+    per = f" ({held * 1e6 / memory['ranks'] / 1024:.1f} KiB a rank of {memory['ranks']:,})" if memory["ranks"] else ""
+    print(f"RSS after the build {memory['rss_build']:.0f} MB. The build added {held:.1f} MB of objects{per}: "
+          f"{memory['objects']:.1f} MB the collector tracks (events {memory['events']:.1f} MB), ints "
+          f"{memory['ints']:.1f} MB and strings {memory['strs']:.1f} MB they refer to. The rule step "
+          f"allocates {memory['rule_step_peak']:.1f} MB more at its peak and keeps {memory['rule_step_kept']:.1f} MB.\n")
+    print("| type (tracked objects the build added) | MB |")
+    print("|---|---:|")
+    for name, mb in memory["top"]:
+        print(f"| {name} | {mb:.1f} |")
+    print("\n## 4. What `--jobs 2` pays to share the file\n")
     if pieces is None:
         print(f"The log is under {2 * PIECE_BYTES / 1e6:.0f} MB: `--jobs 2` parses it whole "
               f"({j2:.2f} s against `--jobs 1`'s {j1:.2f} s).")
@@ -320,9 +411,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: the measurements run in a fresh process each (``python bench/floors.py MODE LOG`` prints their JSON)
+CHILDREN: dict[str, Any] = {"--_phases": child_phases, "--_pieces": child_pieces, "--_memory": child_memory}
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] in ("--_phases", "--_pieces"):
-        fn = child_phases if sys.argv[1] == "--_phases" else child_pieces
+    if len(sys.argv) == 3 and sys.argv[1] in CHILDREN:
+        fn = CHILDREN[sys.argv[1]]
         print(json.dumps(fn(sys.argv[2])))
         sys.exit(0)
     sys.exit(main())

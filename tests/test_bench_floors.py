@@ -95,3 +95,19 @@ def test_a_small_log_is_measured_whole_and_a_folder_refused(tmp_path, capsys, mo
     with pytest.raises(SystemExit):
         f.main(["--log", str(tmp_path)])
     assert "not a file" in capsys.readouterr().err
+
+
+def test_what_the_model_of_a_small_job_holds(tmp_path):
+    gen = generator()
+    out = tmp_path / "job"
+    gen.generate(gen.build_parser().parse_args(["--ranks", "16", "--per-host", "8", "--channels", "2",
+                                                "--layout", "one-file", "--inject", "desync", "--seed", "5",
+                                                "--noise-per-rank", "30", "--out", str(out)]))
+    assert gc.isenabled()
+    got = _floors().child_memory(str(out / "job.log"))
+    assert gc.isenabled()
+    assert got["ranks"] == 16 and got["rss_build"] > 0
+    assert 0 < got["events"] < got["objects"]  # what the build added: its events among the rest
+    assert got["ints"] >= 0 and got["strs"] > 0
+    assert any(name in ("CommInit", "InitTimings", "WatchdogTimeout") for name, _ in got["top"])
+    assert got["rule_step_peak"] >= got["rule_step_kept"] > 0

@@ -118,3 +118,4 @@ def test_the_world_of_a_generated_2_23_job_has_its_hops(tmp_path):
     world = max(model.comms.values(), key=lambda c: c.nranks or 0)
     assert world.nranks == 16 and world.transports.get("NET/IB", 0) > 0 and (7, 8) in world.hops
     assert all("NET/IB" not in c.transports for c in model.comms.values() if c is not world)
+

@@ -34,3 +34,23 @@ def test_ring_orders_are_one_tuple_per_distinct_order(tmp_path, layout, monkeypa
     monkeypatch.setattr(M, "MAX_ORDERS", 0)
     objects_unshared, _, same = rings()
     assert same == orders and objects_unshared > distinct
+
+
+def test_a_process_keeps_its_communicator_ranks_in_order_once_and_no_set(tmp_path):
+    """Init START and COMPLETE of two communicators: two pairs, in the order of the first Init
+    lines; a process of PyTorch's lines alone (no NCCL init) holds the empty tuple, not an
+    empty set of its own (216 bytes: one such process a rank in a folder of per-rank files)."""
+    lines = []
+    for comm, what, rank, n in (("0xaaaa000000000001", "ncclCommInitRank", 9, 16), ("0xbbbb000000000002", "ncclCommSplit", 1, 8)):
+        for phase in ("START", "COMPLETE"):
+            lines.append(f"nodeb:701:901 [1] NCCL INFO {what} comm 0x5501 rank {rank} nranks {n} cudaDev 1 nvmlDev 1 "
+                         f"busId 2a000 commId {comm} - Init {phase}")
+    lines.append("[rank9]:[I1129 11:31:50.630429017 ProcessGroupNCCL.cpp:968] [PG ID 0 PG GUID 0(default_pg) Rank 9] "
+                 "ProcessGroupNCCL initialization options: size: 16, global rank: 9, TIMEOUT(ms): 600000")
+    log = tmp_path / "rank9.log"
+    log.write_text("\n".join(lines) + "\n")
+    model = api.build([str(log)], api.Options(jobs=1)).model
+    nccl = model.processes[("nodeb", 701)]
+    assert nccl.comm_ranks == (("0xaaaa000000000001", 9), ("0xbbbb000000000002", 1))
+    others = [p for k, p in model.processes.items() if k != ("nodeb", 701)]
+    assert others and all(type(p.comm_ranks) is tuple and not p.comm_ranks for p in others)

@@ -132,7 +132,7 @@ def _merge_process(a: Process, b: Process) -> None:
     a.ibverbs_missing = a.ibverbs_missing or b.ibverbs_missing
     a.env.update({k: v for k, v in b.env.items() if k not in a.env})
     a.plugins.extend(x for x in b.plugins if x not in a.plugins)
-    a.comm_ranks |= b.comm_ranks
+    a.comm_ranks += tuple(x for x in b.comm_ranks if x not in a.comm_ranks)
     a.gdr_conns += b.gdr_conns
     a.net_conns += b.net_conns
     a.errors += b.errors

@@ -86,3 +86,16 @@ def test_diff_takes_jobs_and_gives_the_same_answer(monkeypatch):
     one = CliRunner().invoke(main, ["diff", GOOD, BAD, "--format", "json", "--jobs", "1"])
     two = CliRunner().invoke(main, ["diff", GOOD, BAD, "--format", "json", "--jobs", "2"])
     assert one.exit_code == two.exit_code == 1 and one.output == two.output
+
+
+def test_numbers_of_a_big_job_read_as_numbers():
+    """8,000 ranks on 1,000 hosts against 64 on 8: ``8,000``, not ``8e+03`` (``{:.3g}``); a time keeps
+    its three digits, a bandwidth past 1,000 no exponent."""
+    good = _run({}, {"ranks": 64, "hosts": 8, "init time total (max s)": 1.234, "nccl-tests peak busbw (GB/s)": 1234.5})
+    bad = _run({}, {"ranks": 8000, "hosts": 1000, "init time total (max s)": 3.61, "nccl-tests peak busbw (GB/s)": 12.5})
+    got = {c.key: (c.good, c.bad) for c in compare(good, bad)}
+    assert got["ranks"] == ("64", "8,000") and got["hosts"] == ("8", "1,000")
+    assert got["init time total (max s)"] == ("1.23", "3.61")
+    assert got["nccl-tests peak busbw (GB/s)"] == ("1,234", "12.5")
+    one = compare(_run({}, {"ranks": 16}), _run({}, {}))  # logged in one run only
+    assert [(c.key, c.good, c.bad) for c in one] == [("ranks", "16", "(not logged)")]

@@ -15,7 +15,7 @@ import math
 from html import escape
 from typing import Any
 
-from . import clip, evidence_lines, host_runs, init_progress_groups, more_comms
+from . import clip, evidence_lines, host_runs, init_progress_groups, more_comms, num
 from .markdown import short_file, summary_line, verdict_sentence, where
 
 #: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
@@ -136,12 +136,14 @@ def _finding(i: int, f: Any) -> str:
 
 def _summary(report: Any) -> str:
     s = report.summary
-    rows = [("ranks / hosts", f"{s.get('ranks') or 'not logged'} / {len(s.get('hosts') or [])}"),
-            ("files / lines", f"{s.get('files')} / {s.get('lines')}")]
+    ranks = num(s["ranks"]) if s.get("ranks") else "not logged"
+    rows = [("ranks / hosts", f"{ranks} / {num(len(s.get('hosts') or []))}"),
+            ("files / lines", f"{num(s.get('files'))} / {num(s.get('lines'))}")]
     if s.get("nccl_versions"):
-        rows.append(("NCCL", ", ".join(f"{k} ({n} process{'es' if n != 1 else ''})" for k, n in s["nccl_versions"].items())))
+        rows.append(("NCCL", ", ".join(f"{k} ({num(n)} process{'es' if n != 1 else ''})"
+                                       for k, n in s["nccl_versions"].items())))
     if s.get("cuda_versions"):
-        rows.append(("CUDA", ", ".join(f"{k} ({n})" for k, n in s["cuda_versions"].items())))
+        rows.append(("CUDA", ", ".join(f"{k} ({num(n)})" for k, n in s["cuda_versions"].items())))
     if s.get("ib_devices"):
         rows.append(("IB devices", ", ".join(s["ib_devices"])))
     for c in s.get("communicators") or []:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import evidence_lines, host_runs, more_comms, some
+from . import evidence_lines, host_runs, more_comms, num, some
 
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
@@ -310,13 +310,14 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
         out += ["", "Fix:", "", fence(f.fix.strip()), ""]
         if f.references:
             out += ["References: " + ", ".join(f"<{u}>" if u.startswith("http") else u for u in f.references), ""]
+    ranks = num(s["ranks"]) if s.get("ranks") else "not logged"
     out += ["## Job summary", "", "| | |", "|---|---|",
-            f"| ranks / hosts | {s.get('ranks') or 'not logged'} / {len(s.get('hosts') or [])} |",
-            f"| files / lines | {s.get('files')} / {s.get('lines')} |"]
+            f"| ranks / hosts | {ranks} / {num(len(s.get('hosts') or []))} |",
+            f"| files / lines | {num(s.get('files'))} / {num(s.get('lines'))} |"]
     if s.get("nccl_versions"):
-        out.append("| NCCL | " + ", ".join(f"{k} ({n})" for k, n in s["nccl_versions"].items()) + " |")
+        out.append("| NCCL | " + ", ".join(f"{k} ({num(n)})" for k, n in s["nccl_versions"].items()) + " |")
     if s.get("cuda_versions"):
-        out.append("| CUDA | " + ", ".join(f"{k} ({n})" for k, n in s["cuda_versions"].items()) + " |")
+        out.append("| CUDA | " + ", ".join(f"{k} ({num(n)})" for k, n in s["cuda_versions"].items()) + " |")
     for net, hosts in (s.get("network") or {}).items():
         out.append(f"| network {net} | " + some(hosts, HOSTS_SHOWN) + " |")
     if s.get("ib_devices"):

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report import HOW_TO_GET_A_LOG, NOT_A_LOG
-from . import clip, collapse, common_dir, more_comms, reflow
+from . import clip, collapse, common_dir, more_comms, num, reflow
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: wide enough that nothing wraps: the "no wrapping" console of pipes and files
@@ -161,11 +161,11 @@ def _summary(s: dict[str, Any], base: str) -> RenderableType:
     t = Table(title="Job summary", show_header=False, box=None, title_justify="left", pad_edge=False)
     t.add_column(no_wrap=True, style="bold")
     t.add_column()
-    t.add_row("files / lines", f"{s.get('files')} / {s.get('lines')}" + (f" (in {base}/)" if base else ""))
+    t.add_row("files / lines", f"{num(s.get('files'))} / {num(s.get('lines'))}" + (f" (in {base}/)" if base else ""))
     ranks, hosts = s.get("ranks"), len(s.get("hosts") or [])
-    t.add_row("ranks / hosts", f"{ranks if ranks else 'not logged'} / {hosts}")
+    t.add_row("ranks / hosts", f"{num(ranks) if ranks else 'not logged'} / {num(hosts)}")
     if s.get("nccl_versions"):
-        t.add_row("NCCL", ", ".join(f"{k} ({v})" for k, v in s["nccl_versions"].items()))
+        t.add_row("NCCL", ", ".join(f"{k} ({num(v)})" for k, v in s["nccl_versions"].items()))
     if s.get("network"):
         t.add_row("network", "; ".join(f"{k}: {', '.join(v[:4])}" + (f" and {len(v) - 4} more" if len(v) > 4 else "")
                                        for k, v in s["network"].items()))

@@ -69,3 +69,17 @@ def test_a_thousand_hosts_and_communicators_are_counted_not_listed() -> None:
     assert md.count("| comm `0x") == 32 and "| | … and 969 more communicators |" in md and "node008" not in md
     page = render("html", report, figures=fixed_figures())
     assert "<tr><th></th><td>… and 969 more communicators</td></tr>" in page
+
+
+def test_a_big_jobs_counts_have_thousands_separators() -> None:
+    report = fixed_report()
+    report.summary = {**report.summary, "ranks": 8000, "lines": 992031, "files": 16384,
+                      "hosts": [f"node{i:04d}" for i in range(1000)], "nccl_versions": {"2.23.4": 8000}}
+    term = render("terminal", report, color=False, width=100)
+    assert "16,384 / 992,031" in term and "8,000 / 1,000" in term and "2.23.4 (8,000)" in term
+    md = render("markdown", report, postmortem=True, figures=fixed_figures())
+    assert "| ranks / hosts | 8,000 / 1,000 |" in md and "| files / lines | 16,384 / 992,031 |" in md
+    assert "| NCCL | 2.23.4 (8,000) |" in md
+    page = render("html", report, figures=fixed_figures())
+    assert "<td>8,000 / 1,000</td>" in page and "<td>16,384 / 992,031</td>" in page
+    assert "2.23.4 (8,000 processes)" in page

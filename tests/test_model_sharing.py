@@ -15,7 +15,6 @@ def test_ring_orders_are_one_tuple_per_distinct_order(tmp_path, layout, monkeypa
     from _jobs import generator
 
     from ncclsleuth.model import job as J
-    from ncclsleuth.model import merge as M
 
     gen = generator()
     out = tmp_path / "job"
@@ -31,7 +30,6 @@ def test_ring_orders_are_one_tuple_per_distinct_order(tmp_path, layout, monkeypa
     objects, distinct, orders = rings()
     assert len(orders) >= 4 * 5 and distinct < len(orders) and objects == distinct
     monkeypatch.setattr(J, "MAX_ORDERS", 0)
-    monkeypatch.setattr(M, "MAX_ORDERS", 0)
     objects_unshared, _, same = rings()
     assert same == orders and objects_unshared > distinct
 

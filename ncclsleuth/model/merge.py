@@ -22,7 +22,6 @@ from .job import (
     KEEP_PER_KIND,
     MAX_COMMS,
     MAX_HOPS,
-    MAX_ORDERS,
     MAX_PROCESSES,
     MAX_RANKS,
     STEP_SAMPLES,
@@ -68,7 +67,8 @@ def merge(into: JobModel, other: JobModel) -> None:
                 into.comms[comm_key] = c  # the usual case: taken whole
                 into.n_ranks += len(c.ranks)
                 into.n_hops += len(c.hops)
-                _share_orders(into, c.rings)
+                for ch, order in c.rings.items():  # one tuple per distinct order across the files too
+                    c.rings[ch] = into.shared_order(order)
                 continue
             mine_c = into.comms[comm_key] = Comm(comm_key)
         _merge_comm(into, mine_c, c)
@@ -141,20 +141,6 @@ def _merge_process(a: Process, b: Process) -> None:
         a.evidence.setdefault(k, ev)
 
 
-def _share_orders(into: JobModel, rings: dict[int, tuple[int, ...]]) -> None:
-    """The ring orders of a communicator merged in, one tuple per distinct order across the
-    job's files as within one (``job._h_ring``): in per-rank files each communicator's rank 0
-    prints its rings in a file of its own."""
-    orders = into._orders
-    for ch, order in rings.items():
-        mine = orders.get(order)
-        if mine is None:
-            if len(orders) < MAX_ORDERS:
-                orders[order] = order
-        elif mine is not order:
-            rings[ch] = mine
-
-
 def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
     a.nranks = a.nranks or b.nranks
     for r, st in b.ranks.items():
@@ -169,8 +155,8 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
             if getattr(mine, name) is None:
                 setattr(mine, name, getattr(st, name))
     for ch, order in b.rings.items():
-        a.rings.setdefault(ch, order)
-    _share_orders(into, a.rings)
+        if ch not in a.rings:
+            a.rings[ch] = into.shared_order(order)
     a.ring_truncated = a.ring_truncated or b.ring_truncated
     for ch, edges in b.trees.items():
         a.trees.setdefault(ch, []).extend(edges)

@@ -1,7 +1,7 @@
 """Small helpers of the facts and views: rank lists as people write them, the median."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 #: rank ranges a text for people names at most (:func:`ranges`' ``most``): a finding's title, message
@@ -27,6 +27,26 @@ def ranges(nums: list[int] | Iterable[int], sep: str = ",", most: int = 0) -> st
     if most > 1 and len(out) > most:
         return f"{sep.join(out[:most - 1])}{sep}…{sep}{out[-1]} ({len(rs):,} in all)"
     return sep.join(out)
+
+
+def some(names: Sequence[str], most: int) -> str:
+    """The first ``most`` names and how many more (``node000, node001 and 998 more``): hosts,
+    communicators, inputs in text for people (a job's 1,000 hosts in one cell were 9 KB)."""
+    head = ", ".join(names[:most])
+    return f"{head} and {len(names) - most:,} more" if len(names) > most else head
+
+
+def number(x: Any) -> str:
+    """A number as people read it: a whole one with thousands separators (``8,000``, not the
+    ``8e+03`` of ``{:.3g}``), another with three significant digits and no exponent past 1,000;
+    anything else as it is."""
+    if type(x) is float and x.is_integer():
+        x = int(x)
+    if type(x) is int:
+        return f"{x:,}"
+    if type(x) is float:
+        return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+    return str(x)
 
 
 def median(values: Any) -> float:

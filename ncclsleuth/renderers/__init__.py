@@ -119,18 +119,6 @@ def _who(same: Sequence[Any], count: int) -> str:
     return f"{files} files" if files > 1 else ""
 
 
-def num(x: Any) -> str:
-    """A count as people read it: ``992,031`` lines, ``8,000`` ranks (anything else as it is)."""
-    return f"{x:,}" if type(x) is int else str(x)
-
-
-def some(names: Sequence[str], most: int) -> str:
-    """The first ``most`` names and how many more (``node000, node001 and 998 more``): a job's
-    1,000 hosts in a table cell were 9 KB of the 8k job's Markdown post-mortem."""
-    head = ", ".join(names[:most])
-    return f"{head} and {len(names) - most:,} more" if len(names) > most else head
-
-
 def more_comms(s: dict[str, Any], shown: int) -> str:
     """``996 more communicators`` past the ``shown`` ones of a summary (``communicators_total``:
     the summary keeps 32), or ''."""

@@ -15,7 +15,9 @@ import math
 from html import escape
 from typing import Any
 
-from . import clip, evidence_lines, host_runs, init_progress_groups, more_comms, num
+from ..model.stats import number as num
+from ..model.stats import some
+from . import clip, evidence_lines, host_runs, init_progress_groups, more_comms
 from .markdown import short_file, summary_line, verdict_sentence, where
 
 #: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
@@ -183,9 +185,8 @@ def _hosts_table(per_host: dict[str, list[str]], hot: set[str]) -> str:
     rows = []
     for net, hosts in by_net.items():
         first = [h for h in hosts if h in hot] + [h for h in hosts if h not in hot]
-        shown = ", ".join(f"<span{red}>{_e(h)}</span>" if h in hot else _e(h) for h in first[:8])
-        more = f" and {len(hosts) - 8:,} more" if len(hosts) > 8 else ""
-        rows.append(f"<tr><td>{_e(net)}</td><td>{len(hosts):,}</td><td>{shown}{more}</td></tr>")
+        shown = some([f"<span{red}>{_e(h)}</span>" if h in hot else _e(h) for h in first], 8)
+        rows.append(f"<tr><td>{_e(net)}</td><td>{len(hosts):,}</td><td>{shown}</td></tr>")
     return "\n".join(["<table><tr><th>network</th><th>hosts</th><th>which</th></tr>", *rows, "</table>"])
 
 
@@ -585,8 +586,7 @@ def _header(report: Any, figures: dict[str, Any] | None, header: dict[str, Any] 
     if header:
         inputs = header.get("inputs") or []
         if inputs:
-            bits.append("<span><b>Inputs:</b> " + ", ".join(f"<code>{_e(i)}</code>" for i in inputs[:6])
-                        + (f" and {len(inputs) - 6} more" if len(inputs) > 6 else "") + "</span>")
+            bits.append("<span><b>Inputs:</b> " + some([f"<code>{_e(i)}</code>" for i in inputs], 6) + "</span>")
         if header.get("command"):
             bits.append(f"<span><b>Command:</b> <code>{_e(header['command'])}</code></span>")
     return '<header class="pm">' + "".join(bits) + "</header>"

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import evidence_lines, host_runs, more_comms, num, some
+from ..model.stats import number as num
+from ..model.stats import some
+from . import evidence_lines, host_runs, more_comms
 
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}

@@ -22,8 +22,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..model.stats import number as num
+from ..model.stats import some
 from ..report import HOW_TO_GET_A_LOG, NOT_A_LOG
-from . import clip, collapse, common_dir, more_comms, num, reflow
+from . import clip, collapse, common_dir, more_comms, reflow
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: wide enough that nothing wraps: the "no wrapping" console of pipes and files
@@ -167,7 +169,7 @@ def _summary(s: dict[str, Any], base: str) -> RenderableType:
     if s.get("nccl_versions"):
         t.add_row("NCCL", ", ".join(f"{k} ({num(v)})" for k, v in s["nccl_versions"].items()))
     if s.get("network"):
-        t.add_row("network", "; ".join(f"{k}: {', '.join(v[:4])}" + (f" and {len(v) - 4} more" if len(v) > 4 else "")
+        t.add_row("network", "; ".join(f"{k}: {some(v, 4)}"
                                        for k, v in s["network"].items()))
     if s.get("ib_devices"):
         t.add_row("IB devices", ", ".join(s["ib_devices"][:8]))

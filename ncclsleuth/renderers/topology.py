@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ..model.stats import some
 from ..model.topology import CommTopology
 
 
@@ -23,9 +24,7 @@ def render(tops: Sequence[CommTopology], fmt: str = "text") -> str:
         if len(same) == 1:
             out.append(f"communicator {t.comm}: {head}")
         else:
-            names = ", ".join(x.comm for x in same[:COMMS_NAMED])
-            more = f" and {len(same) - COMMS_NAMED:,} more" if len(same) > COMMS_NAMED else ""
-            out.append(f"{len(same):,} communicators of {head} each: {names}{more}")
+            out.append(f"{len(same):,} communicators of {head} each: {some([x.comm for x in same], COMMS_NAMED)}")
         out.extend(said[1:])
     return "\n".join(out)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
+from ..model.stats import number
 from ..rules.findings import Finding
 from ..util.classes import dataclass
 from . import Report
@@ -220,15 +221,6 @@ def _pointer(key: str, bad: Run) -> tuple[int, Finding, int] | None:
     return None
 
 
-def _num(x: float) -> str:
-    """A number as people read it: a whole one with thousands separators (8,000 ranks: ``{:.3g}``
-    wrote ``8e+03``, 1,000 hosts ``1e+03``), another with three significant digits, never an
-    exponent past 1,000."""
-    if float(x).is_integer():
-        return f"{int(x):,}"
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
-
-
 def _numeric_change(key: str, g: float, b: float) -> bool:
     if key in ("ranks", "hosts"):
         return g != b
@@ -269,10 +261,10 @@ def compare(good: Run, bad: Run) -> list[Change]:
         if g is None or b is None:
             if key.startswith("init time") and "total" not in key:
                 continue  # a phase only one NCCL version reports
-            add(key, area, "(not logged)" if g is None else _num(g), "(not logged)" if b is None else _num(b),
+            add(key, area, "(not logged)" if g is None else number(g), "(not logged)" if b is None else number(b),
                 {"good": g, "bad": b})
         elif _numeric_change(key, g, b):
-            add(key, area, _num(g), _num(b), {"good": g, "bad": b, "ratio": round(b / g, 2) if g else None})
+            add(key, area, number(g), number(b), {"good": g, "bad": b, "ratio": round(b / g, 2) if g else None})
     gids = {f.rule_id: f for f in good.findings}
     bids = {f.rule_id: f for f in bad.findings}
     for rid in sorted(set(bids) - set(gids)):

@@ -16,7 +16,7 @@ from typing import Any
 from ..events import Event
 from ..model.facts.said import said
 from ..model.job import KEEP_PER_KIND, JobModel
-from ..model.stats import TEXT_MOST, ranges
+from ..model.stats import TEXT_MOST, ranges, some
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
@@ -224,7 +224,7 @@ def _who(hosts: Sequence[str], ranks: Sequence[int], capped: bool = False) -> st
     kept lines name, and the words say so: at 100,000 ranks 20,000 of 300,000 watchdog lines
     (the files first in name order) named a tenth of the ranks; at 16,384 the kept lines of
     another kind (``work_status``, one a rank) name them all, so no more is claimed."""
-    hs = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+    hs = some(hosts, 4)
     if not ranks:
         who = hs or None
     else:

@@ -352,3 +352,58 @@ def test_worth_parallel_counts_sizes_only_until_there_is_enough(tmp_path, monkey
     assert not local.worth_parallel(files[:1], 2)  # one file: one process
     assert not local.worth_parallel(files[:2], 1)  # --jobs 1
     assert not local.worth_parallel([InputFile(str(small)), InputFile(str(small))], 2)  # too few bytes
+
+
+class _HalfSentInbox:
+    """An inbox whose worker has sent the first half of result 0: the rest comes on the next
+    waiting receive."""
+
+    def __init__(self) -> None:
+        self.open = {3: bytearray(b"half")}
+        self.waits = 0
+
+    def receive(self, timeout, into):  # type: ignore[no-untyped-def]
+        if timeout > 0 and self.open[3]:
+            self.waits += 1
+            self.open[3].clear()
+            into[0] = "from the worker"
+
+    def partial(self) -> bool:
+        return any(self.open.values())
+
+
+class _NoClaims:
+    def next(self, gone=None):  # type: ignore[no-untyped-def]
+        raise AssertionError("claimed a run while a finished result was still arriving")
+
+
+def test_a_result_on_its_way_is_read_before_claiming_another_run():
+    """Before: the lead claimed (and parsed) the next run with a frame half read, and the
+    worker's writer waited in the pipe until that run was done."""
+    from ncclsleuth.parallel.forked import _collect
+
+    inbox = _HalfSentInbox()
+    got = next(_collect(1, lambda i: "parsed here", _NoClaims(), inbox))  # type: ignore[arg-type]
+    assert got == "from the worker" and inbox.waits == 1
+
+
+def test_worker_pipes_hold_a_megabyte_where_the_system_allows():
+    import fcntl
+    import sys
+
+    from ncclsleuth.parallel.forked import PIPE_BYTES, _widen
+
+    r, w = os.pipe()
+    try:
+        _widen(w)
+        getsize = getattr(fcntl, "F_GETPIPE_SZ", None)
+        if getsize is None:  # not Linux: nothing to ask, nothing changed
+            assert not sys.platform.startswith("linux")
+            return
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            allowed = int(f.read())
+        size = fcntl.fcntl(w, getsize)
+        assert size == PIPE_BYTES if allowed >= PIPE_BYTES else size == 64 * 1024
+    finally:
+        os.close(r)
+        os.close(w)

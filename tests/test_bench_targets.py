@@ -86,3 +86,23 @@ def test_measured_commands_do_not_run_in_the_checkout(tmp_path):
     t.R.measure([sys.executable, "-m", "ncclsleuth"], stdout_path=str(out),
                 env=dict(os.environ, PYTHONPATH=str(old)))
     assert out.read_text().strip() == str(old / "ncclsleuth" / "__init__.py")
+
+
+def test_per_rank_slope_is_of_warm_runs_of_both_jobs(monkeypatch, tmp_path):
+    """Each build runs each job once before the measured rounds: the bigger job has line shapes
+    (digit widths) the smaller has not, and a run that learns them loads Lark (~10 MB more peak)."""
+    t = _targets()
+    calls: list[tuple[str, str]] = []
+    monkeypatch.setattr(t, "logs", lambda name: name)
+    monkeypatch.setattr(t.R, "warm", lambda paths: 0)
+    monkeypatch.setattr(t.R, "measure", lambda cmd, **kw: calls.append(("warm-up", cmd[-1])))
+
+    def measured(self, name, cmd, keep=True):  # type: ignore[no-untyped-def]
+        calls.append(("measured", self.path))
+        self.runs.setdefault(name, []).append({"rss_kb": 100_000 if self.path == "r4096" else 60_000})
+
+    monkeypatch.setattr(t.Round, "measure", measured)
+    rows = t.check_per_rank([("head", ["ncclsleuth"])], 1, str(tmp_path))
+    assert calls[:2] == [("warm-up", "r2048"), ("warm-up", "r4096")]
+    assert all(kind == "measured" for kind, _ in calls[2:]) and len(calls) == 4
+    assert rows[0][3].startswith("61 / 102 MB")

@@ -407,3 +407,18 @@ def test_worker_pipes_hold_a_megabyte_where_the_system_allows():
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_results_larger_than_the_pipe_come_back_whole_and_in_order():
+    """Frames of several MB (a piece of a big file) cross the pipe in many writes while both
+    processes work on: each arrives whole, in input order, whoever computed it."""
+    from ncclsleuth.parallel.forked import run_in_order
+
+    def work(i: int) -> tuple[int, int, bytes]:
+        time.sleep(0.01 * (i % 3))
+        return i, os.getpid(), bytes([i % 251]) * (3 << 20)
+
+    got = list(run_in_order(8, work, 1))
+    assert [i for i, _, _ in got] == list(range(8))
+    assert all(len(data) == 3 << 20 and data == bytes([i % 251]) * (3 << 20) for i, _, data in got)
+    assert len({pid for _, pid, _ in got}) == 2  # both processes computed some

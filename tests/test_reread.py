@@ -106,3 +106,27 @@ def test_a_line_changed_after_it_was_read_says_so(tmp_path, monkeypatch):
     p.unlink()
     reread.forget()
     assert "could not be read again" in ev.text
+
+
+def test_lines_read_back_are_kept_up_to_a_bound_the_latest_first(tmp_path, monkeypatch):
+    """The lines read back are kept for the next reads of the same lines, at most ``_MAX_LINES``
+    of them (the least recently read go first): a job of any size holds a bounded number."""
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(reread, "_LINES", type(reread._LINES)())
+    n = reread._MAX_LINES + 50
+    lines = [f"h1:1:1 [0] NCCL WARN line {i:06d}" for i in range(n)]
+    p = tmp_path / "job.log"
+    p.write_text("".join(f"{ln}\n" for ln in lines))
+    reread.register("job.log", str(p))
+    width = len(lines[0]) + 1
+    refs = [reread.ref(i * width, width - 1, ln) for i, ln in enumerate(lines)]
+    assert all(r is not None for r in refs)
+    reads: list[int] = []
+    real = reread._line
+    monkeypatch.setattr(reread, "_line", lambda *a: reads.append(a[2]) or real(*a))
+    got = [reread.line("job.log", r, i + 1) for i, r in enumerate(refs)]  # type: ignore[arg-type]
+    assert got == lines and len(reads) == n
+    assert len(reread._LINES) == reread._MAX_LINES
+    assert reread.line("job.log", refs[-1], n) == lines[-1] and len(reads) == n  # kept: not read again
+    assert reread.line("job.log", refs[0], 1) == lines[0] and len(reads) == n + 1  # gone: read again
+    reread.forget()

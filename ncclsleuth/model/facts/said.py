@@ -95,8 +95,9 @@ def said(ev: E.Event) -> Said:
         return _lookup(message_of(ev), True)
     if isinstance(ev, E.MonitoredBarrier) and ev.what == "waited":
         return Said("waited", ("collective_timeout",), "GLOO-PG-mb-nonzero")
-    text = _watchdog_text(ev) if isinstance(ev, E.WatchdogTimeout) and "WorkNCCL(" not in ev.text and ev.op \
-        else ev.text
+    text = ev.text  # once: a kept line's text is read back from its file (``Event.text``)
+    if isinstance(ev, E.WatchdogTimeout) and "WorkNCCL(" not in text and ev.op:
+        text = _watchdog_text(ev)
     return _lookup(text, False)
 
 

@@ -49,6 +49,12 @@ def number(x: Any) -> str:
     return str(x)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1,000 hosts``, ``1 host``, ``23,903 more lines``: a count and its noun (singular given),
+    the count as :func:`number` writes it (``1 files / 992031 lines`` was the 8k job's summary)."""
+    return f"{number(n)} {noun}{'s' if n != 1 else ''}"
+
+
 def median(values: Any) -> float:
     """statistics.median (the mean of the two middle values for an even count), without
     importing statistics (decimal and fractions: ~4 ms of a chat-sized run's start-up)."""

@@ -127,6 +127,16 @@ def more_comms(s: dict[str, Any], shown: int) -> str:
     return f"{left:,} more communicator{'s' if left != 1 else ''}" if left > 0 else ""
 
 
+def comm_counts(c: dict[str, Any]) -> str:
+    """``8,000/8,000 ranks, 8,000 init complete``: a summary communicator's ranks seen (of its size,
+    where the log says it) and how many finished their init, with thousands separators as the
+    summary's other counts."""
+    from ..model.stats import number
+
+    seen = f"{number(c['ranks_seen'])}/{number(c['nranks'])}" if c.get("nranks") else number(c["ranks_seen"])
+    return f"{seen} ranks, {number(c['init_complete'])} init complete"
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters at a space, with ``…`` where it was
     cut (a long evidence line shown whole would fill the screen; cut mid-word it reads as

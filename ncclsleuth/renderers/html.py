@@ -15,9 +15,9 @@ import math
 from html import escape
 from typing import Any
 
+from ..model.stats import counted, some
 from ..model.stats import number as num
-from ..model.stats import some
-from . import clip, evidence_lines, host_runs, init_progress_groups, more_comms
+from . import clip, comm_counts, evidence_lines, host_runs, init_progress_groups, more_comms
 from .markdown import short_file, summary_line, verdict_sentence, where
 
 #: categories whose culprit is a link: the ring's hops from the culprit ranks to other hosts are drawn broken
@@ -126,7 +126,7 @@ def _finding(i: int, f: Any) -> str:
         ev += (f'<li><code class="loc">{_e(short_file(path))}:{ln.line}</code>'
                f"<code>{_e(clip(ln.text.strip(), EVIDENCE_CHARS))}</code>{rep}</li>")
     if more > 0:
-        ev += f'<li class="note">… {more} more line{"s" if more != 1 else ""}</li>'
+        ev += f'<li class="note">… {counted(more, "more line")}</li>'
     refs = ""
     if f.references:  # shown as text, not links: the page fetches nothing and links nowhere by itself
         refs = '<p class="note">References: ' + ", ".join(f"<code>{_e(u)}</code>" for u in f.references) + "</p>"
@@ -149,9 +149,9 @@ def _summary(report: Any) -> str:
     if s.get("ib_devices"):
         rows.append(("IB devices", ", ".join(s["ib_devices"])))
     for c in s.get("communicators") or []:
-        rows.append((f"comm {c['comm']}", f"{c['ranks_seen']}/{c['nranks']} ranks, {c['init_complete']} init complete"
+        rows.append((f"comm {c['comm']}", comm_counts(c)
                      + (f", init max {c['init_max_s']} s" if c.get("init_max_s") else "")
-                     + (", " + ", ".join(f"{k} {n}" for k, n in c["transports"].items()) if c.get("transports") else "")))
+                     + (", " + ", ".join(f"{k} {num(n)}" for k, n in c["transports"].items()) if c.get("transports") else "")))
     if others := more_comms(s, len(s.get("communicators") or [])):
         rows.append(("", f"… and {others}"))
     out = ["<table>"] + [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows] + ["</table>"]

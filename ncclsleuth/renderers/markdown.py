@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.stats import counted, some
 from ..model.stats import number as num
-from ..model.stats import some
-from . import evidence_lines, host_runs, more_comms
+from . import comm_counts, evidence_lines, host_runs, more_comms
 
 DEFAULT_MAX_CHARS = 4000
 _SEV_ICON = {"error": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535"}
@@ -61,15 +61,15 @@ def summary_line(s: dict[str, Any]) -> str:
     """One line: ranks, hosts, NCCL versions, network, files/lines."""
     hosts = s.get("hosts") or []
     ranks = s.get("ranks")
-    on = f" on {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
-    bits = [(f"{ranks} ranks" if ranks else "ranks not logged") + on]
+    on = " on " + counted(len(hosts), "host")
+    bits = [(f"{num(ranks)} ranks" if ranks else "ranks not logged") + on]
     vers = s.get("nccl_versions") or {}
     if vers:
-        bits.append("NCCL " + ", ".join(f"{k} ({v})" if len(vers) > 1 else k for k, v in vers.items()))
+        bits.append("NCCL " + ", ".join(f"{k} ({num(v)})" if len(vers) > 1 else k for k, v in vers.items()))
     nets = s.get("network") or {}
     if nets:
-        bits.append("network " + ", ".join(f"{k} ({len(v)} host{'s' if len(v) != 1 else ''})" for k, v in nets.items()))
-    bits.append(f"{s.get('files', 0)} files / {s.get('lines', 0)} lines")
+        bits.append("network " + ", ".join(f"{k} ({counted(len(v), 'host')})" for k, v in nets.items()))
+    bits.append(f"{counted(s.get('files', 0), 'file')} / {counted(s.get('lines', 0), 'line')}")
     return " · ".join(bits)
 
 
@@ -141,7 +141,7 @@ def _finding_md(i: int, f: Any, evidence: int = 1, text_limit: int = 240) -> str
         lines.append(f"- {code(f'{short_file(e.file)}:{e.line}')} {code(cut(e.text.strip(), text_limit))}")
     more = max(f.evidence_total, len(f.evidence)) - min(evidence, len(f.evidence))
     if more > 0:
-        lines.append(f"- _… {more} more evidence line{'s' if more != 1 else ''}_")
+        lines.append(f"- _… {counted(more, 'more evidence line')}_")
     if f.fix.strip():
         lines.append("Fix:")
         lines.append(fence(f.fix.strip()))
@@ -308,7 +308,7 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
             rep = f" _({ln.times}{', ' + ln.who if ln.who else ''})_" if ln.count > 1 else ""
             out.append(f"- {code(f'{path}:{ln.line}')} {code(cut(ln.text.strip(), 400))}{rep}")
         if more > 0:
-            out.append(f"- _… {more} more lines_")
+            out.append(f"- _… {counted(more, 'more line')}_")
         out += ["", "Fix:", "", fence(f.fix.strip()), ""]
         if f.references:
             out += ["References: " + ", ".join(f"<{u}>" if u.startswith("http") else u for u in f.references), ""]
@@ -325,7 +325,7 @@ def render_postmortem(report: Any, figures: dict[str, Any] | None = None,
     if s.get("ib_devices"):
         out.append("| IB devices | " + ", ".join(s["ib_devices"]) + " |")
     for c in s.get("communicators") or []:
-        out.append(f"| comm `{c['comm']}` | {c['ranks_seen']}/{c['nranks']} ranks, {c['init_complete']} init complete"
+        out.append(f"| comm `{c['comm']}` | {comm_counts(c)}"
                    + (f", init max {c['init_max_s']} s" if c.get("init_max_s") else "") + " |")
     if others := more_comms(s, len(s.get("communicators") or [])):
         out.append(f"| | … and {others} |")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..model.stats import counted
 from .markdown import DEFAULT_MAX_CHARS, cut, first_sentence, short_file, summary_line, where
 
 HEADER_MAX = 150
@@ -50,7 +51,7 @@ def _finding(i: int, f: Any) -> dict[str, Any]:
         lines.append(_icode(f"{short_file(e.file)}:{e.line}") + " " + _icode(cut(e.text.strip(), 300)))
         more = max(f.evidence_total, len(f.evidence)) - 1
         if more > 0:
-            lines.append(f"_… {more} more evidence line{'s' if more != 1 else ''}_")
+            lines.append(f"_… {counted(more, 'more evidence line')}_")
     if f.fix.strip():
         fix = esc(f.fix.strip().replace("```", "'''"))
         room = SECTION_MAX - len("\n".join(lines)) - 20

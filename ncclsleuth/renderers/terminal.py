@@ -22,10 +22,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..model.stats import counted, some
 from ..model.stats import number as num
-from ..model.stats import some
 from ..report import HOW_TO_GET_A_LOG, NOT_A_LOG
-from . import clip, collapse, common_dir, more_comms, reflow
+from . import clip, collapse, comm_counts, common_dir, more_comms, reflow
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: wide enough that nothing wraps: the "no wrapping" console of pipes and files
@@ -114,8 +114,7 @@ def _finding(i: int, f: Any, base: str) -> RenderableType:
         parts.append(shown)
         more = max(f.evidence_total, len(f.evidence)) - lines
         if more > 0:
-            parts.append(_pad(Text(f"... {more} more line{'s' if more != 1 else ''} (see --format json)",
-                                   style="dim"), 5))
+            parts.append(_pad(Text(f"... {counted(more, 'more line')} (see --format json)", style="dim"), 5))
     if f.fix.strip():
         parts.append(_pad(Text("Fix:", style="bold green"), 3))
         parts += [_fix_line(line) for line in reflow(f.fix)]
@@ -175,9 +174,7 @@ def _summary(s: dict[str, Any], base: str) -> RenderableType:
         t.add_row("IB devices", ", ".join(s["ib_devices"][:8]))
     for c in (s.get("communicators") or [])[:4]:
         init = f", init {c['init_max_s']} s" if c.get("init_max_s") else ""
-        t.add_row("comm " + str(c["comm"])[:18],
-                  (f"{c['ranks_seen']}/{c['nranks']}" if c["nranks"] else str(c["ranks_seen"]))
-                  + f" ranks, {c['init_complete']} init complete{init}")
+        t.add_row("comm " + str(c["comm"])[:18], comm_counts(c) + init)
     if others := more_comms(s, 4):
         t.add_row("", f"… and {others}")
     return t

@@ -80,3 +80,19 @@ def test_a_line_without_host_or_rank_drops_the_clause_and_capitalises() -> None:
     hw = [x for x in f if x.rule_id == "HW001"][0]
     assert hw.title == "GPU hardware fault: ecc"
     assert hw.message.startswith("The GPU reported a hardware fault")
+
+
+@pytest.mark.parametrize("value,text", [
+    (8000, "8,000 ranks"), (7, "7 ranks"), ("20000+", "20,000+ ranks"),  # a floor past the kept events
+    ("eth0, ib0", "eth0, ib0 ranks"), (True, "True ranks"), (2.5, "2.5 ranks"),  # not a count: as it is
+])
+def test_a_count_placeholder_has_thousands_separators(value: object, text: str) -> None:
+    """``{name:,}``: before, ``8000`` (and the placeholder with ``:,`` was text)."""
+    assert fill("{n:,} ranks", lambda name, sub: value if name == "n" else None).text == text
+
+
+def test_a_count_placeholder_keeps_default_clause_and_sub_field() -> None:
+    values = {("a", "n"): 12345, ("b", None): None}
+    assert fill("[{b:,} and ]{a.n:,} of {b:,|all}", lambda name, sub: values.get((name, sub))).text == "12,345 of all"
+    assert list(placeholders("{a.n:,} [{b:,}] {c:,|x}")) == [("a", "n", False), ("b", None, True), ("c", None, True)]
+    assert fill("{seq} {n:,}", lambda name, sub: 1245).text == "1245 1,245"  # identifiers stay as they are

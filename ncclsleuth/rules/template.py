@@ -6,6 +6,9 @@ A rule's ``title``, ``message`` and ``fix`` are filled from what matched:
   with ``as: name``, or what every finding has (``{count}``, ``{hosts}``, ``{nhosts}``,
   ``{ranks}``, ``{host}``, ``{rank}``, ``{who}``);
 * ``{field|words}``: the same, and ``words`` where the value is missing;
+* ``{field:,}``: a count, written with thousands separators (``8,000 ranks``; a value that is
+  not a whole number, or the ``20000+`` of a count that is a floor, as ``20,000+``; anything
+  else as it is): for counts only, never for identifiers (ranks, sequence numbers, ports, pids);
 * ``[ on {host}]``: an optional clause.  Square brackets around at least one placeholder
   are kept (without the brackets) only when every placeholder directly in them has a
   value; otherwise the whole clause is dropped.  Clauses nest:
@@ -33,20 +36,24 @@ from typing import Any
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 
-#: ``{a}``, ``{a.b}``, ``{a|default}``, ``{a.b|default}``
-PLACEHOLDER = rx(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?(?:\|([^{}]*))?\}")
+#: ``{a}``, ``{a.b}``, ``{a|default}``, ``{a.b|default}``, each with ``:,`` after the name (a count)
+PLACEHOLDER = rx(r"\{([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?(:,)?(?:\|([^{}]*))?\}")
+#: a count that is a floor, as :func:`~ncclsleuth.rules.findings.finding` writes ``{count}`` past the kept events
+_FLOOR = rx(r"(\d+)\+")
 _TOKEN = rx(r"\\[\[\]]|\[|\]|" + PLACEHOLDER.pattern)
 UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
 class Slot:
-    """One placeholder: ``{name.sub|default}``."""
+    """One placeholder: ``{name.sub:,|default}``."""
 
     name: str
     sub: str | None
     default: str | None
     raw: str
+    #: ``:,``: a count, written with thousands separators
+    count: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,7 @@ def parse(tpl: str) -> tuple[Part, ...]:
                 inner = stack.pop()
                 stack[-1].extend([Clause(tuple(inner))] if _has_slot(inner) else ["[", *inner, "]"])
         else:
-            stack[-1].append(Slot(m.group(1), m.group(2), m.group(3), tok))
+            stack[-1].append(Slot(m.group(1), m.group(2), m.group(4), tok, m.group(3) is not None))
         pos = m.end()
     if pos < len(tpl):
         stack[-1].append(tpl[pos:])
@@ -154,7 +161,8 @@ def fill(tpl: str, lookup: Lookup, show: Callable[[Any, bool], str] | None = Non
             elif isinstance(p, Slot):
                 val = lookup(p.name, p.sub)
                 if not is_missing(val):
-                    emit(buf, show(val, is_peer(p.name) or is_peer(p.sub or "")), True)
+                    text = _count(val) if p.count else None
+                    emit(buf, text if text is not None else show(val, is_peer(p.name) or is_peer(p.sub or "")), True)
                 elif p.default is not None:
                     emit(buf, p.default, False)
                 elif strict:
@@ -175,3 +183,13 @@ def fill(tpl: str, lookup: Lookup, show: Callable[[Any, bool], str] | None = Non
         text = text[0].upper() + text[1:]  # the sentence lost its opening clause: it starts here now
     out.text = text
     return out
+
+
+def _count(val: Any) -> str | None:
+    """A ``{field:,}`` value that is a count: ``8,000``, ``20,000+`` for the floor ``20000+``; None
+    for anything else (written as a placeholder without ``:,`` is)."""
+    if type(val) is int:
+        return f"{val:,}"
+    if type(val) is str and (m := _FLOOR.fullmatch(val)) is not None:
+        return f"{int(m.group(1)):,}+"
+    return None

@@ -119,7 +119,7 @@ def test_1024_rank_job_one_rank_missing_a_collective(tmp_path):
     assert files == 1024
     top = report.findings[0]
     assert top.rule_id == "DESYNC002"
-    assert f"Rank {culprit} (host {host}) stopped at SeqNum 1244 while 1023 ranks reached 1245" in top.message
+    assert f"Rank {culprit} (host {host}) stopped at SeqNum 1244 while 1,023 ranks reached 1245" in top.message
     assert report.summary["ranks"] == 1024 and len(report.summary["hosts"]) == 128
 
 

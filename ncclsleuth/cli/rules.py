@@ -102,15 +102,15 @@ def rules_check(rule_dirs: tuple[str, ...]) -> None:
     categories (the valid ones listed), public reference URLs, the tests' shape.
     Exit 0 when every file is valid, 2 otherwise.
     """
+    from ..model.stats import counted
     from ..rules.loader import check_rules
 
     files, errors = check_rules(rule_dirs)
     for e in errors:
         click.echo(str(e))
     bad = len({e.path for e in errors})
-    click.echo(f"{files} rule file{'s' if files != 1 else ''} checked: "
-               + (f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {bad} file{'s' if bad != 1 else ''}"
-                  if errors else "no error"), err=True)
+    click.echo(f"{counted(files, 'rule file')} checked: "
+               + (f"{counted(len(errors), 'error')} in {counted(bad, 'file')}" if errors else "no error"), err=True)
     sys.exit(EXIT_USAGE if errors else EXIT_OK)
 
 

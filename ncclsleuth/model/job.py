@@ -235,6 +235,12 @@ class JobModel:
         Equivalent to ``add(ChannelConn(...))`` (tests compare the two); the analyze fast
         path uses it for the most numerous line of an INFO log.
         """
+        return self._conn(source, line, host, pid, src, dst, via, direction)[0]
+
+    def _conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
+              direction: str | None) -> tuple[str | None, tuple[int, int], str, str | None, bool]:
+        """:meth:`add_conn`, and what it read of the line: (communicator, hop, label, net, gdr),
+        for :meth:`add_conn_first` to remember without reading the line again."""
         self.kind_counts["channel_conn"] += 1
         key = (host, pid)
         p = self.processes.get(key)
@@ -246,7 +252,7 @@ class JobModel:
         a, b = int(src.partition("[")[0]), int(dst.partition("[")[0])
         comm_key = self.conn_comm(key, p, a, b, direction == "receive")
         _count_hop(self, p, comm_key, label, net, gdr, a, b)
-        return comm_key
+        return comm_key, (a, b), label, net, gdr
 
     def conn_comm(self, key: tuple[str, int | None], p: Process | None, src: int, dst: int,
                   receive: bool) -> str | None:
@@ -359,10 +365,9 @@ class JobModel:
             self.add_conn(source, line, host, int(pid_text), src, dst, via, direction)
             return
         p, key = self._hp[hp]
-        comm_key = self.add_conn(source, line, key[0], key[1], src, dst, via, direction)  # type: ignore[arg-type]
+        comm_key, hop, label, net, gdr = self._conn(source, line, key[0], key[1], src, dst, via,  # type: ignore[arg-type]
+                                                    direction)
         c = (self.comms.get(comm_key) if comm_key else None) or self.comms.get("unknown")
-        label, net, gdr = _via(via)
-        hop = (int(src.partition("[")[0]), int(dst.partition("[")[0]))
         if c is None or hop not in c.hops:  # a communicator or hop past its bound: nothing to fold into
             return
         # later lines of this text are counted while the same communicator is the process's last

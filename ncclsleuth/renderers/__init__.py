@@ -124,7 +124,9 @@ def more_comms(s: dict[str, Any], shown: int) -> str:
     the summary keeps 32), or ''."""
     total = s.get("communicators_total") or len(s.get("communicators") or [])
     left = total - min(shown, len(s.get("communicators") or []))
-    return f"{left:,} more communicator{'s' if left != 1 else ''}" if left > 0 else ""
+    from ..model.stats import counted
+
+    return counted(left, "more communicator") if left > 0 else ""
 
 
 def comm_counts(c: dict[str, Any]) -> str:

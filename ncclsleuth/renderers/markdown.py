@@ -153,9 +153,9 @@ def _fit(parts: list[str], tail: list[str], max_chars: int, left_findings: int) 
     def note(nf: int, nl: int) -> str:
         bits = []
         if nf:
-            bits.append(f"{nf} more finding{'s' if nf != 1 else ''}")
+            bits.append(counted(nf, "more finding"))
         if nl:
-            bits.append(f"{nl} line{'s' if nl != 1 else ''}")
+            bits.append(counted(nl, "line"))
         return f"_… {' / '.join(bits)} left out (full report: `ncclsleuth analyze --format json`)_" if bits else ""
 
     def join(ps: list[str], nf: int, nl: int) -> str:
@@ -204,8 +204,7 @@ def render(report: Any, color: bool = False, max_chars: int | None = DEFAULT_MAX
         parts.append(_finding_md(i, f))
     tail = ["**Job:** " + summary_line(report.summary)]
     if report.unexplained_total:
-        tail.insert(0, f"_{report.unexplained_total} warning/error line{'s' if report.unexplained_total != 1 else ''} "
-                       "no rule explains._")
+        tail.insert(0, f"_{counted(report.unexplained_total, 'warning/error line')} no rule explains._")
     return _fit(parts, tail, max_chars - 1, len(report.findings) - len(shown)) + "\n"
 
 

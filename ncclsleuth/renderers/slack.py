@@ -108,7 +108,7 @@ def render(report: Any, color: bool = False, max_chars: int | None = DEFAULT_MAX
         blocks += [{"type": "divider"}, fb]
     blocks += tail
     if left:
-        blocks.append(_context(f"… {left} more finding{'s' if left != 1 else ''} left out "
+        blocks.append(_context(f"… {counted(left, 'more finding')} left out "
                                "(full report: `ncclsleuth analyze --format json`)"))
     blocks = _squeeze(blocks[:BLOCKS_MAX], max_chars)
     return json.dumps({"blocks": blocks}, indent=2, ensure_ascii=False) + "\n"

@@ -69,10 +69,6 @@ def verdict_line(report: Any) -> str:
     return f"{v.severity.upper()} [{v.category}] {title} ({v.rule_id})"
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count:,} {word}{'s' if count != 1 else ''}"
-
-
 def _rstrip_lines(text: str) -> str:
     """Without the spaces rich pads lines with (they make a copied line wrap)."""
     return "\n".join(line.rstrip() for line in text.split("\n"))
@@ -87,8 +83,8 @@ def _verdict(report: Any, boxed: bool) -> RenderableType:
     if v is None and not report.is_log:
         s = report.summary
         body: list[RenderableType] = [
-            Text(f"{NOT_A_LOG[0].upper()}{NOT_A_LOG[1:]} in {_n(s.get('lines', 0), 'line')} of "
-                 f"{_n(s.get('files', 0), 'file')}.", style="bold yellow"), Text(HOW_TO_GET_A_LOG)]
+            Text(f"{NOT_A_LOG[0].upper()}{NOT_A_LOG[1:]} in {counted(s.get('lines', 0), 'line')} of "
+                 f"{counted(s.get('files', 0), 'file')}.", style="bold yellow"), Text(HOW_TO_GET_A_LOG)]
         style = "yellow"
     elif v is None:
         body = [Text("No problem found in these logs.", style="green")]

@@ -6,9 +6,9 @@ A rule's ``title``, ``message`` and ``fix`` are filled from what matched:
   with ``as: name``, or what every finding has (``{count}``, ``{hosts}``, ``{nhosts}``,
   ``{ranks}``, ``{host}``, ``{rank}``, ``{who}``);
 * ``{field|words}``: the same, and ``words`` where the value is missing;
-* ``{field:,}``: a count, written with thousands separators (``8,000 ranks``; a value that is
-  not a whole number, or the ``20000+`` of a count that is a floor, as ``20,000+``; anything
-  else as it is): for counts only, never for identifiers (ranks, sequence numbers, ports, pids);
+* ``{field:,}``: a count, written as :func:`~ncclsleuth.model.stats.number` writes numbers
+  (``8,000 ranks``), the ``20000+`` of a count that is a floor as ``20,000+``, any other value
+  as ``{field}`` is: for counts only, never for identifiers (ranks, sequence numbers, ports, pids);
 * ``[ on {host}]``: an optional clause.  Square brackets around at least one placeholder
   are kept (without the brackets) only when every placeholder directly in them has a
   value; otherwise the whole clause is dropped.  Clauses nest:
@@ -33,6 +33,7 @@ from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
+from ..model.stats import number
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 
@@ -186,10 +187,8 @@ def fill(tpl: str, lookup: Lookup, show: Callable[[Any, bool], str] | None = Non
 
 
 def _count(val: Any) -> str | None:
-    """A ``{field:,}`` value that is a count: ``8,000``, ``20,000+`` for the floor ``20000+``; None
+    """A ``{field:,}`` value that is a number: ``8,000``, ``20,000+`` for the floor ``20000+``; None
     for anything else (written as a placeholder without ``:,`` is)."""
-    if type(val) is int:
-        return f"{val:,}"
     if type(val) is str and (m := _FLOOR.fullmatch(val)) is not None:
-        return f"{int(m.group(1)):,}+"
-    return None
+        return number(int(m.group(1))) + "+"
+    return number(val) if type(val) in (int, float) else None

@@ -51,3 +51,59 @@ def test_a_fired_rules_items_are_gone_before_the_next_rule(monkeypatch: pytest.M
     assert [f.rule_id for f in found] == ["T001"] and found[0].evidence_total == 4
     assert len(made) == 3  # the lines after the first (the first is the full item)
     assert alive_later == [0]
+
+
+def _job(n: int) -> Any:
+    lines = "".join(f"host{r}:1{r}:2{r} [0] NCCL WARN Cuda failure 'out of memory' rank {r}\n" for r in range(n))
+    return api.build(api.memory_sources({"job.log": lines})).model
+
+
+def test_a_match_past_the_first_is_a_line_item_that_reads_as_the_dict_it_replaces() -> None:
+    """Before: a dict and a list a matched event past the first (~270 bytes; three a rank for a rule
+    on the watchdog's lines)."""
+    model = _job(3)
+    m = match.evaluate({"event": "nccl_other"}, match.Context(model))
+    assert m.ok and len(m.items) == 3
+    first, rest = m.items[0], m.items[1:]
+    assert type(first) is dict and all(type(it) is match.LineItem for it in rest)
+    evs = model.events["nccl_other"]
+    for it, ev in zip(rest, evs[1:]):
+        assert dict(it) == {"evidence": [ev], "host": ev.host, "rank": ev.rank}
+        assert it == {"evidence": [ev], "host": ev.host, "rank": ev.rank}
+        assert it.get("evidence", ()) == [ev] and it.get("host") == ev.host and it.get("pid") is None
+        assert it.get("pid", 7) == 7 and "host" in it and "pid" not in it and list(it) == ["evidence", "host", "rank"]
+        with pytest.raises(KeyError):
+            it["pid"]
+    import sys
+
+    assert sys.getsizeof(rest[0]) < sys.getsizeof({"evidence": [evs[1]], "host": "h", "rank": 1})
+
+
+def test_the_lines_explained_so_far_are_the_findings_own_sets() -> None:
+    """Before: ``run_rules`` kept a union of every finding's lines besides their own sets."""
+    big = {("a.log", n) for n in range(ranking.Explained.LARGE)}
+    small = {("b.log", 1)}
+    ex = ranking.Explained()
+    assert not ex and ("a.log", 0) not in ex
+    ex.add(small)
+    ex.add(big)
+    ex.add(set())
+    assert ex and ("a.log", 0) in ex and ("b.log", 1) in ex and ("b.log", 2) not in ex and ("a.log", -1) not in ex
+    assert ex.large == [big] and ex.large[0] is big  # the finding's own set, not a copy
+    assert ex.small == small and ex.small is not small  # small ones copied into one (the finding keeps its own)
+
+
+def test_known_message_records_share_the_lists_that_say_the_same() -> None:
+    """Before: two new lists a record (categories; the ranks a message names: mostly none)."""
+    from ncclsleuth.model.facts.knowledge import known_message
+
+    named = known_message(_job(3))  # "... rank N": each record its own list of the ranks named
+    assert {r["id"] for r in named} == {named[0]["id"]} and named[0]["categories"]
+    assert all(r["categories"] is named[0]["categories"] for r in named)
+    assert sorted({(r["evidence"][0].line, tuple(r["ranks"])) for r in named}) == [(1, (0,)), (2, (1,)), (3, (2,))]
+    ib = "".join(f"host{r}:1{r}:2{r} [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+                 f"10.0.0.{r}<4567> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.1 "
+                 "remoteGidsfe80::1 hca mlx5_0\n" for r in range(3))
+    plain = known_message(api.build(api.memory_sources({"job.log": ib})).model)
+    assert {r["evidence"][0].line for r in plain} == {1, 2, 3} and all(r["ranks"] == [] for r in plain)
+    assert all(r["ranks"] is plain[0]["ranks"] and r["categories"] is plain[0]["categories"] for r in plain)

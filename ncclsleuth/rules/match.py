@@ -9,7 +9,7 @@ message template is filled from.
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import field
 from functools import lru_cache
 from typing import Any
@@ -101,9 +101,46 @@ def _event_item(ev: Event) -> dict[str, Any]:
     return d
 
 
-def _light_item(ev: Event) -> dict[str, Any]:
-    """What a finding needs of a match that is not its first: the line and its host."""
-    return {"evidence": [ev], "host": ev.host, "rank": ev.rank}
+class LineItem(Mapping[str, Any]):
+    """What a finding needs of a match that is not its first, read from its event when asked:
+    the mapping ``{"evidence": [ev], "host": ev.host, "rank": ev.rank}`` in 56 bytes, not the
+    ~270 of that dict and its list.  A rule on the watchdog's lines matches three of them a rank:
+    on 4,096 per-rank files those dicts were 1 KB a rank of the rule step's peak."""
+
+    __slots__ = ("ev",)
+    _KEYS = ("evidence", "host", "rank")
+
+    def __init__(self, ev: Event) -> None:
+        self.ev = ev
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "evidence":
+            return [self.ev]
+        if key == "host":
+            return self.ev.host
+        if key == "rank":
+            return self.ev.rank
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # dict.get, without Mapping's try/except
+        return self[key] if key in self._KEYS else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._KEYS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return 3
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+def _light_item(ev: Event) -> LineItem:
+    """What a finding needs of a match that is not its first: the line, its host and rank."""
+    return LineItem(ev)
 
 
 def evaluate(cond: dict[str, Any], ctx: Context) -> Match:

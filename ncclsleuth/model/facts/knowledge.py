@@ -113,13 +113,28 @@ def known_message(model: JobModel, skip: Container[tuple[str, int]] = frozenset(
 def _named_ranks(message: str) -> list[int]:
     """The global ranks ``message`` names; the regex only where its literal is (most problem
     lines name none: a 16,384-rank job's ~50,000 watchdog and abort lines paid a scan each)."""
-    return sorted({int(n) for n in _NAMED_RANK.findall(message)}) if "rank " in message else []
+    return sorted({int(n) for n in _NAMED_RANK.findall(message)}) or _NO_RANKS if "rank " in message else _NO_RANKS
+
+
+#: one list per distinct ``categories`` of the knowledge base (a bounded set), and one for
+#: "names no rank": a 16,384-rank job's ~50,000 watchdog and abort lines each made two lists
+#: that say the same (records are read, never changed)
+_LISTS: dict[tuple[str, ...], list[str]] = {}
+_NO_RANKS: list[int] = []
+
+
+def _categories(values: tuple[str, ...]) -> list[str]:
+    """The list of ``values`` shared by every record that has them."""
+    got = _LISTS.get(values)
+    if got is None:
+        got = _LISTS[values] = list(values)
+    return got
 
 
 def _record(ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str | None) -> KnownMessage:
     return {
         "id": m.id, "source": m.source, "subsystem": m.subsystem, "role": m.role, "category": m.category,
-        "categories": list(m.categories), "severity": m.severity, "meaning": m.meaning, "fix": m.fix,
+        "categories": _categories(m.categories), "severity": m.severity, "meaning": m.meaning, "fix": m.fix,
         "why": m.why, "ref": m.ref, "function": m.function, "file": known.file or "", "message": known.message,
         "phase": phase or "", "kind": ev.kind, "host": ev.host, "rank": ev.rank,
         "ranks": _named_ranks(known.message), "pid": ev.pid,

@@ -270,8 +270,7 @@ def duplicate_busid(model: JobModel) -> list[DuplicateBusId]:
                 continue
             seen.add((host, bus))
             a, b = sorted(ranks)[:2]
-            evs: list[E.Event] = [ev for r in (a, b) for ev in (c.ranks[r].start or c.ranks[r].complete,)
-                                  if ev is not None]
+            evs: list[E.Event] = [ev for r in (a, b) for ev in (c.ranks[r].init_event(),) if ev is not None]
             out.append({"rank_a": a, "rank_b": b, "ranks": [a, b], "host": host, "device": bus, "comm": c.key,
                         "evidence": evs})
     return out

@@ -155,7 +155,7 @@ def test_unknown_messages_get_the_other_plan_and_the_same_events(tmp_path, monke
     fast, slow = ([ev.to_dict() for ev in m.events["nccl_other"]] for m in (models[True], models[False]))
     assert fast == slow
     assert sum(1 for d in fast if d["message"].startswith("threadThresholds ")) == unknown
-    trees = {on: {k: {ch: sorted(map(str, es)) for ch, es in c.trees.items()} for k, c in m.comms.items()}
+    trees = {on: {k: {ch: list(pairs) for ch, pairs in c.trees.items()} for k, c in m.comms.items()}
              for on, m in models.items()}
     assert trees[True] == trees[False] and any(trees[True].values())
 
@@ -303,17 +303,29 @@ def test_a_run_of_connection_lines_leaves_the_model_as_its_lines_do(tmp_path, mo
     assert sum(1 for p in on[0] if p[3] == "channel_conn") >= 8  # processes whose last line is a run's
 
 
-def _trees_model(lines: list[str], monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[dict, list]:
-    from ncclsleuth.model.job import JobModel
+def _trees_model(lines: list[str], monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[dict, list, list]:
+    """The model's tree edges (rank, parent) per channel, the plans learnt, and the edges of the
+    ``Trees`` events the model got (channel, children, rank, parent): what it keeps of them and
+    what the parser made."""
+    from ncclsleuth.model.job import JobModel, tree_pairs
 
     monkeypatch.setattr(L.fastpath, "ENABLED", on)
     shapes = ShapeCache(store=False)
     model = JobModel(UNREAD_KINDS)
+    made: list[tuple[int, tuple[int, ...], int, int]] = []
+    add = model.add
+
+    def seen(ev: E.Event) -> None:
+        if isinstance(ev, E.Trees):
+            made.extend((e.channel, e.down, e.me, e.up) for e in ev.edges)
+        add(ev)
+
+    monkeypatch.setattr(model, "add", seen)
     fp = L.FileParser("t.log", shapes, keep_text=False, use_catalog=False, sink=model, drop=UNREAD_KINDS)
     fp.parse_block(1, "\n".join(lines))
     plans = [p[0] for table in shapes.plan_tables.values() for p in table.values()]
-    trees = {k: [(e.channel, e.down, e.me, e.up) for e in edges] for c in model.comms.values() for k, edges in c.trees.items()}
-    return trees, plans
+    trees = {k: list(tree_pairs(pairs)) for c in model.comms.values() for k, pairs in c.trees.items()}
+    return trees, plans, made
 
 
 def _nccl_trees(rank: int, channels: int, order: list[int] | None = None) -> str:
@@ -335,13 +347,15 @@ def test_trees_lines_make_the_edges_their_template_makes(monkeypatch):
     lines.append(_nccl_trees(50, 3, [1, 0, 2]))
     cut = [_nccl_trees(r, 32) for r in range(12340, 12350)]
     assert all(len(x.split(" NCCL INFO ")[1]) == 5 + 1022 for x in cut)  # cut, inside a pair
-    fast, plans = _trees_model(lines + cut, monkeypatch, True)
+    fast, plans, fast_made = _trees_model(lines + cut, monkeypatch, True)
     assert fastpath.TREES in plans
-    slow, _ = _trees_model(lines + cut, monkeypatch, False)
-    assert fast == slow
+    slow, _, slow_made = _trees_model(lines + cut, monkeypatch, False)
+    assert fast == slow and fast_made == [e for e in slow_made if e[0] < 2]  # the full parser makes every channel's
     assert sorted(fast) == [0, 1] and len(fast[0]) == len(lines) + len(cut)  # channels past the kept two: not made
-    assert (1, (52, 53, -1), 50, 49) in fast[1] and (0, (51, 53, -1), 50, 49) in fast[0]  # by their printed index
-    assert (1, (12342, 12343, -1), 12340, 12339) in fast[1]
+    assert {c for c, _, _, _ in fast_made} == {0, 1}
+    assert (1, (52, 53, -1), 50, 49) in fast_made and (0, (51, 53, -1), 50, 49) in fast_made  # by their printed index
+    assert (1, (12342, 12343, -1), 12340, 12339) in fast_made
+    assert (50, 49) in fast[1] and (50, 49) in fast[0] and (12340, 12339) in fast[1]
 
 
 def test_a_trees_line_cut_by_nccls_buffer_keeps_its_whole_pairs():

@@ -84,3 +84,28 @@ def test_an_init_complete_after_its_start_is_kept_as_its_line_and_time():
     assert b.init_event() is b.complete
     again = pickle.loads(pickle.dumps(a))
     assert type(again.complete) is Done and again.complete.line == 3 and again.complete.start is again.start
+
+
+def test_a_communicators_tree_edges_are_kept_as_rank_and_parent_pairs():
+    """Before: one TreeEdge a rank and channel, with the children it names (~170 bytes; the
+    topology reads the rank and its parent, and a child's own line names its parent): now two
+    integers in an array of the channel.  A rank too large for one (a damaged line) is no edge."""
+    from array import array
+
+    from ncclsleuth.model.job import tree_pairs
+    from ncclsleuth.model.topology import analyze_topology
+
+    text = (_INIT.format(h="node1", p=10, t=11, r=0, phase="START")
+            + "node1:10:11 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1 [2] 1/-1/-1->0->-1\n"
+            + _INIT.format(h="node2", p=20, t=21, r=1, phase="START")
+            + "node2:20:21 [0] NCCL INFO Trees [0] -1/-1/-1->1->0 [1] -1/-1/-1->1->0 [2] -1/-1/-1->1->0\n"
+            + _INIT.format(h="node3", p=30, t=31, r=1, phase="START")
+            + "node3:30:31 [0] NCCL INFO Trees [0] -1/-1/-1->1->99999999999999999999999\n")
+    model = api.build(api.memory_sources({"job.log": text})).model
+    (comm,) = model.comms.values()
+    assert sorted(comm.trees) == [0, 1]  # the channels kept (TREE_CHANNELS)
+    assert all(type(pairs) is array and pairs.typecode == "q" for pairs in comm.trees.values())
+    assert list(tree_pairs(comm.trees[0])) == [(0, -1), (1, 0)] == list(tree_pairs(comm.trees[1]))
+    (t,) = analyze_topology(model)
+    assert sorted((a, b, d["channel"]) for a, b, d in t.graph.edges(data=True) if d["kind"] == "tree") == \
+        [(1, 0, 0), (1, 0, 1)]

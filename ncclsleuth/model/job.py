@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -177,7 +178,11 @@ class Comm:
     ranks: dict[int, RankState] = field(default_factory=dict)
     rings: dict[int, tuple[int, ...]] = field(default_factory=dict)
     ring_truncated: bool = False
-    trees: dict[int, list[E.TreeEdge]] = field(default_factory=dict)
+    #: channel -> each tree edge's rank and its parent, in pairs: ``me, up, me, up, ...`` (up -1:
+    #: the root).  What the topology reads of a ``Trees`` line; its children (``down``) say again
+    #: what the children's own ``up`` says, and an edge object with them was ~170 bytes where a
+    #: pair is 16 (six a rank of three communicators: ~1 KB a rank)
+    trees: dict[int, array[int]] = field(default_factory=dict)
     #: (src, dst) -> [transport, net, gdr, channels]
     hops: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
     transports: Counter[str] = field(default_factory=Counter)
@@ -727,9 +732,23 @@ def _h_trees(m: JobModel, ev: E.Trees, p: Process | None) -> None:
     c = m.current_comm(ev) or m.comm("unknown")
     if c is not None:
         for e in ev.edges:
-            if e.channel < TREE_CHANNELS:
-                c.trees.setdefault(e.channel, []).append(e)
+            if e.channel < TREE_CHANNELS and _INT64[0] <= min(e.me, e.up) and max(e.me, e.up) <= _INT64[1]:
+                pairs = c.trees.get(e.channel)
+                if pairs is None:
+                    pairs = c.trees[e.channel] = array("q")
+                pairs.append(e.me)
+                pairs.append(e.up)
         c.graph_event = c.graph_event or ev
+
+
+#: what an ``array("q")`` holds (a rank past it, in a damaged or made-up line, is not an edge)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def tree_pairs(pairs: array[int]) -> Iterator[tuple[int, int]]:
+    """(rank, parent) of each edge of a communicator's channel (:attr:`Comm.trees`)."""
+    it = iter(pairs)
+    return zip(it, it)
 
 
 def _h_conn(m: JobModel, ev: E.ChannelConn, p: Process | None) -> None:

@@ -158,8 +158,12 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
         if ch not in a.rings:
             a.rings[ch] = into.shared_order(order)
     a.ring_truncated = a.ring_truncated or b.ring_truncated
-    for ch, edges in b.trees.items():
-        a.trees.setdefault(ch, []).extend(edges)
+    for ch, pairs in b.trees.items():
+        mine_t = a.trees.get(ch)
+        if mine_t is None:
+            a.trees[ch] = array("q", pairs)
+        else:
+            mine_t.extend(pairs)
     for hop, val in b.hops.items():
         mine_h = a.hops.get(hop)
         if mine_h is None:

@@ -10,7 +10,7 @@ from dataclasses import field
 from typing import Any
 
 from ..util.classes import dataclass
-from .job import Comm, JobModel
+from .job import Comm, JobModel, tree_pairs
 
 
 @dataclass
@@ -55,10 +55,10 @@ def build(c: Comm) -> CommTopology:
         problem = check_ring(order, c.nranks, truncated=c.ring_truncated)
         if problem:
             t.ring_problems.append(f"channel {ch}: {problem}")
-    for ch, edges in sorted(c.trees.items()):
-        for e in edges:
-            if e.up >= 0:
-                g.add_edge(e.me, e.up, kind="tree", channel=ch)
+    for ch, pairs in sorted(c.trees.items()):
+        for me, up in tree_pairs(pairs):
+            if up >= 0:
+                g.add_edge(me, up, kind="tree", channel=ch)
     for (src, dst), (label, _net, gdr, n) in sorted(c.hops.items()):
         g.add_edge(src, dst, kind="conn", transport=label, gdr=bool(gdr), channels=n)
         t.hops[label] = t.hops.get(label, 0) + 1

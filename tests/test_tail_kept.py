@@ -94,3 +94,33 @@ def test_where_the_output_stops_is_the_same_read_by_offset_or_as_text(tmp_path):
     one, two = (api.analyze([str(p)], api.Options(jobs=1)).to_dict() for p in (plain, packed))
     assert json.dumps(one, sort_keys=True).replace(str(plain.parent), "") \
         == json.dumps(two, sort_keys=True).replace(str(packed.parent), "")
+
+
+def test_a_kept_line_is_placed_at_its_bytes_in_the_file_after_blocks_were_dropped(tmp_path):
+    """``Kept.place``: a line of the newest blocks (tqdm's block characters before it: bytes, not
+    characters) is found at its byte offset, also after older blocks were trimmed away (their
+    indexes move); a line of another text, or of a block no longer kept, is not placed, nor
+    one of blocks kept with no source (not known to be the file's bytes)."""
+    log = tmp_path / "job.log"
+    _job(log, 40_000)
+    kept, seen = _read(log)
+    data = log.read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10]
+    assert not data.isascii()
+    placed = 0
+    for first, text in seen[-3:]:  # the last one: the line with no line end
+        lines = text.split("\n")
+        for i in sorted({0, 1, len(lines) - 2, len(lines) - 1} & set(range(len(lines)))):
+            n = first + i
+            where = kept.place(n, lines[i])
+            assert where is not None and where[0] == starts[n - 1], (n, lines[i])
+            assert data[where[0]:where[0] + where[1]].decode("utf-8") == lines[i]
+            placed += 1
+            assert kept.place(n, lines[i] + "x") is None
+    assert placed >= 9
+    first, text = seen[-2]
+    assert kept.place(first, text.split("\n")[0]) is not None
+    kept.trim(1)  # only the newest block left: the one before is gone, the last one's index moved
+    assert len(kept) == 1 and kept.place(first, text.split("\n")[0]) is None
+    assert kept.place(seen[-1][0], seen[-1][1]) == (starts[seen[-1][0] - 1], len(seen[-1][1].encode()))
+    assert Kept(seen).place(seen[-1][0], seen[-1][1]) is None

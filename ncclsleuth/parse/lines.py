@@ -960,12 +960,16 @@ class FileParser:
         if not blocks:
             return []
         self._end_blocks = Kept(source=blocks.source)  # watch calls finish() again after more lines
-        if len(self._ranks) >= 2 or self._mixed(blocks):
+        one_rank = not (len(self._ranks) >= 2 or self._mixed(blocks))
+        if not one_rank:
             last, prog = per_rank(blocks)
             found = [(f, E.LastLine) for f in last.values()] + [(f, E.Progress) for f in prog.values()]
         else:
             one, p = ends(blocks)
             found = ([(one, E.LastLine)] if one else []) + ([(p, E.Progress)] if p else [])
+        # a file of one rank's two lines by reference (a folder of 100,000 per-rank files kept
+        # 100,000 of each, ~500 bytes a rank of text): where the parse could refer to its lines
+        refer = one_rank and reread.ENABLED and reread.path_of(self.source) is not None
         out: list[E.Event] = []
         for f, cls in sorted(found, key=lambda t: t[0].line):
             rec = peel(f.text)[0]
@@ -973,7 +977,12 @@ class FileParser:
             if f.progress is not None:
                 fields = {"step": f.progress.step, "total": f.progress.total, "elapsed_s": f.progress.elapsed_s,
                           "unit": f.progress.unit}
-            out.append(self._make(cls, rec, f.line, f.text, fields))
+            ev = self._make(cls, rec, f.line, f.text, fields)
+            where = blocks.place(f.line, f.text) if refer else None
+            ref = reread.ref(where[0], where[1], f.text) if where is not None else None
+            if ref is not None and ev._text is f.text:  # type: ignore[attr-defined]  # the slot behind Event.text
+                ev._text = ref  # type: ignore[attr-defined]
+            out.append(ev)
         return out
 
     @staticmethod

@@ -32,6 +32,8 @@ TAIL_CHARS = 256 * 1024
 TAIL_CHARS_MULTI = 8 * 1024 * 1024
 #: candidate lines tried per file of one rank before giving up
 _TRIES = 64
+#: lines back from the end of its block a found line is placed in the file (:meth:`Kept.place`)
+_PLACE_LINES = 4096
 
 _STEP = rx(r"(?<![\w.])(?i:global_step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
 _BAR = rx(r"(\d+)/(\d+) +\[(?:(\d+):)?(\d+):(\d\d)<")
@@ -63,7 +65,7 @@ class Kept(Sequence[tuple[int, str]]):
     whole parse, and a file of one rank (or a short one) is still opened once.  Blocks are
     read back one at a time (``reversed`` walks from the newest), never all at once."""
 
-    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars")
+    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars", "_plain")
 
     def __init__(self, blocks: Iterable[tuple[int, str]] = (), source: Source | None = None) -> None:
         #: (first line, the text or its offset, characters, the offset or -1)
@@ -72,6 +74,9 @@ class Kept(Sequence[tuple[int, str]]):
         self._source = source
         self._hot = 0  # the first block kept as it was read
         self._hot_chars = 0
+        #: block index -> its byte offset where its text is the file's bytes there decoded
+        #: (``BlockReader.byte_at``): where a line found in it can be read again (:meth:`place`)
+        self._plain: dict[int, int] = {}
         for first, text in blocks:
             self.append(first, text)
             self._cool()
@@ -79,6 +84,10 @@ class Kept(Sequence[tuple[int, str]]):
     def append(self, first: int, text: str) -> None:
         """Keep a block (read next): then :meth:`trim` to the cap."""
         src = self._source
+        if src is not None and src.rereadable:
+            plain = getattr(src, "byte_at", -1)
+            if plain >= 0:
+                self._plain[len(self._items)] = plain
         self._items.append((first, text, len(text), src.at if src is not None and src.rereadable else -1))
         self.chars += len(text)
         self._hot_chars += len(text)
@@ -89,6 +98,8 @@ class Kept(Sequence[tuple[int, str]]):
         items = self._items
         while len(items) > 1 and self.chars - items[0][2] >= cap:
             n = items.pop(0)[2]
+            if self._plain:
+                self._plain = {i - 1: at for i, at in self._plain.items() if i}
             self.chars -= n
             if self._hot:
                 self._hot -= 1
@@ -113,6 +124,34 @@ class Kept(Sequence[tuple[int, str]]):
     @property
     def source(self) -> Source | None:
         return self._source
+
+    def place(self, line: int, text: str) -> tuple[int, int] | None:
+        """Where line number ``line``, which says ``text``, lies in the file: (byte offset, bytes),
+        found back from the end of the newest kept block that holds it, if that block is still
+        kept as text and is the file's bytes decoded; None otherwise (the line keeps its text).
+        Asked for a file of one rank's last line and last progress line (:func:`ends`): a few
+        lines back, at most :data:`_PLACE_LINES`; not for every rank of an interleaved file (each
+        would walk back from the end)."""
+        for i in range(len(self._items) - 1, self._hot - 1, -1):
+            first, kept, _, _ = self._items[i]
+            if first > line:
+                continue
+            at = self._plain.get(i)
+            if at is None or not isinstance(kept, str):
+                return None
+            last = first + kept.count("\n")
+            if line > last or last - line > _PLACE_LINES:
+                return None
+            stop = len(kept)
+            for _ in range(last - line):
+                stop = kept.rfind("\n", 0, stop)
+            start = kept.rfind("\n", 0, stop) + 1
+            if kept[start:stop] != text:
+                return None
+            if kept.isascii():
+                return at + start, len(text)
+            return at + len(kept[:start].encode("utf-8", "surrogatepass")), len(text.encode("utf-8", "surrogatepass"))
+        return None
 
     def __len__(self) -> int:
         return len(self._items)

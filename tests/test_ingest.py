@@ -182,3 +182,24 @@ def test_a_walked_folder_that_is_a_link_names_its_files_by_the_link(tmp_path):
     (tmp_path / "alias").symlink_to(real)
     found = discover([str(tmp_path / "alias")])
     assert [f.path for f in found.files] == [str(tmp_path / "alias" / "rank0.log")]
+
+
+@pytest.mark.parametrize("block", [4, 16, 4096])
+def test_a_blocks_last_line_has_no_cr_in_a_crlf_file(tmp_path, block):
+    """Before: the LF that ends a block is cut, not folded, so the CR of a CRLF file's block's last
+    line stayed on it (only CRLFs inside a block were folded): every block's last line, and a
+    file of one rank's last line in the report, ended in a CR (a terminal returns to the start
+    of the line there).  A lone CR at the end of the file (no LF) is a progress redraw: kept."""
+    from ncclsleuth.ingest.blocks import BlockReader
+
+    lines = [f"line {i} {'x' * (i % 7)}" for i in range(30)]
+    p = tmp_path / "x.log"
+    p.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    reader = BlockReader(InputFile(str(p)), block=block)
+    got, plain = [], []
+    for _, text in reader:
+        got += text.split("\n")
+        plain.append(reader.plain)
+    assert got == lines and not any(plain)
+    p.write_bytes(b"a\r\nb\r")
+    assert [t for _, t in BlockReader(InputFile(str(p)), block=block)] in (["a\nb\r"], ["a", "b\r"])

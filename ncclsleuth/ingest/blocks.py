@@ -182,8 +182,14 @@ class BlockReader:
                     pending = data
                 continue
             chunk, pending = data[:end], data[end + 1:]
+            # the block's last line end is cut, not folded: a CRLF there left its CR on the line
+            crlf = end > 0 and data[end - 1] == 13
+            if crlf:
+                chunk = chunk[:-1]
             counter = [0]
             text = self._decode(chunk, counter)
+            if crlf:
+                self.plain = False  # the line's bytes in the file end with the CR (util.reread)
             bad += counter[0]
             n = text.count("\n") + 1
             if len(chunk) > self.max_line and self._has_long_line(text):

@@ -109,3 +109,22 @@ def test_a_communicators_tree_edges_are_kept_as_rank_and_parent_pairs():
     (t,) = analyze_topology(model)
     assert sorted((a, b, d["channel"]) for a, b, d in t.graph.edges(data=True) if d["kind"] == "tree") == \
         [(1, 0, 0), (1, 0, 1)]
+
+
+def test_every_kind_a_process_keeps_as_evidence_is_read_by_a_fact():
+    """A process keeps one event of each of these kinds for a finding to quote (one event a
+    process each: at 100,000 ranks ~200 bytes a rank a kind); each must have a reader in the
+    package (``evidence["kind"]`` or ``evidence.get("kind")``) besides the model that keeps it.
+    Before: ``net_plugin`` was kept and never read."""
+    import re
+    from pathlib import Path
+
+    import ncclsleuth
+    from ncclsleuth.model import job as J
+
+    root = Path(ncclsleuth.__file__).parent
+    code = "\n".join(p.read_text(encoding="utf-8") for p in root.rglob("*.py") if p.name != "job.py" or
+                     p.parent.name != "model")
+    unread = [k for k in sorted(J._EVIDENCE_KINDS)
+              if not re.search(r"evidence(?:\[|\.get\()\"" + re.escape(k) + "\"", code)]
+    assert unread == [] and len(J._EVIDENCE_KINDS) >= 5

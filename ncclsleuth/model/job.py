@@ -810,8 +810,11 @@ def _h_row(m: JobModel, ev: E.NcclTestsRow, p: Process | None) -> None:
         m.nccltests_rows.append(ev)
 
 
+#: kinds whose event a process keeps as the evidence line of what it set (``Process.evidence``):
+#: those a fact quotes (tests/test_model_sharing.py checks each has a reader).  Not
+#: ``net_plugin``: kept and never read, one event a process (~200 bytes a rank at 100,000 ranks)
 _EVIDENCE_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
-                             "net_selected", "net_plugin"})
+                             "net_selected"})
 
 _HANDLERS: dict[str, Any] = {
     "nccl_version": _h_version,

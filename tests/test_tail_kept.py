@@ -118,6 +118,14 @@ def test_a_kept_line_is_placed_at_its_bytes_in_the_file_after_blocks_were_droppe
             placed += 1
             assert kept.place(n, lines[i] + "x") is None
     assert placed >= 9
+    from ncclsleuth.parse.tail import last_number
+
+    end = last_number(kept)  # counted by the caller: the same places
+    newest = seen[-1][1].split("\n")
+    assert kept.place(end, newest[-1], end) == kept.place(end, newest[-1])
+    prev = seen[-2][1].split("\n")
+    assert kept.place(seen[-2][0] + len(prev) - 1, prev[-1], end) == (starts[seen[-2][0] + len(prev) - 2],
+                                                                     len(prev[-1].encode()))
     first, text = seen[-2]
     assert kept.place(first, text.split("\n")[0]) is not None
     kept.trim(1)  # only the newest block left: the one before is gone, the last one's index moved

@@ -66,6 +66,9 @@ class BlockReader:
         #: the lines of the block last yielded (its newlines + 1; -1 where not counted here: the
         #: line reader's re-blocked lines), so that a parser need not count them again
         self.block_lines = -1
+        #: the bytes of the block last yielded in the file (its last line end not counted):
+        #: where it is ``plain``, where a line near its end starts (``parse.tail.Kept.place``)
+        self.block_bytes = 0
 
     @property
     def byte_at(self) -> int:
@@ -186,6 +189,7 @@ class BlockReader:
             crlf = end > 0 and data[end - 1] == 13
             if crlf:
                 chunk = chunk[:-1]
+            self.block_bytes = len(chunk)
             counter = [0]
             text = self._decode(chunk, counter)
             if crlf:
@@ -211,6 +215,7 @@ class BlockReader:
             text = self._decode(pending[: self.max_line], counter)
             self.plain = self.plain and len(pending) <= self.max_line
             self.block_lines = 1  # after the last line end: one line
+            self.block_bytes = len(pending)
             yield lineno, text
             bad += counter[0]
             lineno += 1

@@ -31,7 +31,7 @@ from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache, fixed_key, info_key
-from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, per_rank, ranks_in
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, last_number, per_rank, ranks_in
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -961,11 +961,13 @@ class FileParser:
             return []
         self._end_blocks = Kept(source=blocks.source)  # watch calls finish() again after more lines
         one_rank = not (len(self._ranks) >= 2 or self._mixed(blocks))
+        end: int | None = None
         if not one_rank:
             last, prog = per_rank(blocks)
             found = [(f, E.LastLine) for f in last.values()] + [(f, E.Progress) for f in prog.values()]
         else:
-            one, p = ends(blocks)
+            end = last_number(blocks)  # counted once, for ends() and place()
+            one, p = ends(blocks, end)
             found = ([(one, E.LastLine)] if one else []) + ([(p, E.Progress)] if p else [])
         # a file of one rank's two lines by reference (a folder of 100,000 per-rank files kept
         # 100,000 of each, ~500 bytes a rank of text): where the parse could refer to its lines
@@ -978,7 +980,7 @@ class FileParser:
                 fields = {"step": f.progress.step, "total": f.progress.total, "elapsed_s": f.progress.elapsed_s,
                           "unit": f.progress.unit}
             ev = self._make(cls, rec, f.line, f.text, fields)
-            where = blocks.place(f.line, f.text) if refer else None
+            where = blocks.place(f.line, f.text, end) if refer else None
             ref = reread.ref(where[0], where[1], f.text) if where is not None else None
             if ref is not None and ev._text is f.text:  # type: ignore[attr-defined]  # the slot behind Event.text
                 ev._text = ref  # type: ignore[attr-defined]

@@ -65,7 +65,7 @@ class Kept(Sequence[tuple[int, str]]):
     whole parse, and a file of one rank (or a short one) is still opened once.  Blocks are
     read back one at a time (``reversed`` walks from the newest), never all at once."""
 
-    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars", "_plain")
+    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars", "_plain", "_counted")
 
     def __init__(self, blocks: Iterable[tuple[int, str]] = (), source: Source | None = None) -> None:
         #: (first line, the text or its offset, characters, the offset or -1)
@@ -74,9 +74,12 @@ class Kept(Sequence[tuple[int, str]]):
         self._source = source
         self._hot = 0  # the first block kept as it was read
         self._hot_chars = 0
-        #: block index -> its byte offset where its text is the file's bytes there decoded
-        #: (``BlockReader.byte_at``): where a line found in it can be read again (:meth:`place`)
-        self._plain: dict[int, int] = {}
+        #: block index -> its byte offset and bytes where its text is the file's bytes there
+        #: decoded (``BlockReader.byte_at``, ``block_bytes``): where a line found in it can be read
+        #: again (:meth:`place`)
+        self._plain: dict[int, tuple[int, int]] = {}
+        #: (block index, its last line's number) of the block :meth:`place` counted last
+        self._counted: tuple[int, int] | None = None
         for first, text in blocks:
             self.append(first, text)
             self._cool()
@@ -87,7 +90,8 @@ class Kept(Sequence[tuple[int, str]]):
         if src is not None and src.rereadable:
             plain = getattr(src, "byte_at", -1)
             if plain >= 0:
-                self._plain[len(self._items)] = plain
+                self._plain[len(self._items)] = (plain, getattr(src, "block_bytes", -1))
+        self._counted = None
         self._items.append((first, text, len(text), src.at if src is not None and src.rereadable else -1))
         self.chars += len(text)
         self._hot_chars += len(text)
@@ -100,6 +104,7 @@ class Kept(Sequence[tuple[int, str]]):
             n = items.pop(0)[2]
             if self._plain:
                 self._plain = {i - 1: at for i, at in self._plain.items() if i}
+            self._counted = None
             self.chars -= n
             if self._hot:
                 self._hot -= 1
@@ -125,21 +130,26 @@ class Kept(Sequence[tuple[int, str]]):
     def source(self) -> Source | None:
         return self._source
 
-    def place(self, line: int, text: str) -> tuple[int, int] | None:
+    def place(self, line: int, text: str, end: int | None = None) -> tuple[int, int] | None:
         """Where line number ``line``, which says ``text``, lies in the file: (byte offset, bytes),
         found back from the end of the newest kept block that holds it, if that block is still
         kept as text and is the file's bytes decoded; None otherwise (the line keeps its text).
         Asked for a file of one rank's last line and last progress line (:func:`ends`): a few
         lines back, at most :data:`_PLACE_LINES`; not for every rank of an interleaved file (each
-        would walk back from the end)."""
+        would walk back from the end).  ``end``: the number of the newest block's last line,
+        where the caller counted it (:func:`last_number`)."""
+        if end is not None and self._items:
+            self._counted = (len(self._items) - 1, end)
         for i in range(len(self._items) - 1, self._hot - 1, -1):
             first, kept, _, _ = self._items[i]
             if first > line:
                 continue
-            at = self._plain.get(i)
-            if at is None or not isinstance(kept, str):
+            plain = self._plain.get(i)
+            if plain is None or not isinstance(kept, str):
                 return None
-            last = first + kept.count("\n")
+            if self._counted is None or self._counted[0] != i:  # a file's two lines: one count
+                self._counted = (i, first + kept.count("\n"))
+            last = self._counted[1]
             if line > last or last - line > _PLACE_LINES:
                 return None
             stop = len(kept)
@@ -148,9 +158,15 @@ class Kept(Sequence[tuple[int, str]]):
             start = kept.rfind("\n", 0, stop) + 1
             if kept[start:stop] != text:
                 return None
-            if kept.isascii():
+            at, size = plain
+            if kept.isascii():  # O(1): CPython knows it
                 return at + start, len(text)
-            return at + len(kept[:start].encode("utf-8", "surrogatepass")), len(text.encode("utf-8", "surrogatepass"))
+            if size < 0:
+                return None
+            # the bytes from the line to the block's end, not the block's before it (the lines
+            # asked for are near the end; a progress bar makes every block non-ASCII)
+            return at + size - len(kept[start:].encode("utf-8", "surrogatepass")), \
+                len(text.encode("utf-8", "surrogatepass"))
         return None
 
     def __len__(self) -> int:
@@ -232,15 +248,22 @@ def _lines_back(blocks: Sequence[tuple[int, str]], end: int | None = None) -> It
             stop = start - 1
 
 
-def ends(blocks: Sequence[tuple[int, str]]) -> tuple[Found | None, Found | None]:
+def ends(blocks: Sequence[tuple[int, str]], end: int | None = None) -> tuple[Found | None, Found | None]:
     """The last line and the last progress line of a file of one rank, both numbered from the
     end of the last block: its line ends counted once (a scan of ~64 KB a file, which
-    16,384 per-rank files paid twice)."""
+    16,384 per-rank files paid twice); ``end``: the number of its last line, where the caller
+    counted it (:func:`last_number`)."""
     if not blocks:
         return None, None
-    first, text = blocks[-1]
-    end = first + text.count("\n")
+    if end is None:
+        end = last_number(blocks)
     return last_line(blocks, end), last_progress(blocks, end)
+
+
+def last_number(blocks: Sequence[tuple[int, str]]) -> int:
+    """The number of the last line of the kept blocks (they are not empty)."""
+    first, text = blocks[-1]
+    return first + text.count("\n")
 
 
 def last_line(blocks: Sequence[tuple[int, str]], end: int | None = None) -> Found | None:

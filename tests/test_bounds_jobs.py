@@ -93,7 +93,9 @@ def _model(procs: int = 0, comms: dict[str, tuple[range, list[tuple[int, int]]]]
         for r in ranks:
             c.ranks[r] = job.RankState(key, r)
         for h in hops:
-            c.hops[h] = ["P2P", None, False, 1]
+            key = job.hop_key(*h)
+            assert key is not None
+            c.hops[key] = job.HOP_LINE | c.hop_kind("P2P", None, False)  # type: ignore[operator]
         m.n_ranks += len(c.ranks)
         m.n_hops += len(c.hops)
     for i in range(steps):

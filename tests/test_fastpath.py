@@ -285,7 +285,7 @@ def _model_state(text: str, monkeypatch: pytest.MonkeyPatch, runs: bool) -> tupl
     model.settle()
     procs = sorted((k, p.first_line, p.last_line, p.last_kind, p.net_conns, p.gdr_conns)
                    for k, p in model.processes.items())
-    comms = sorted((k, sorted(c.hops.items()), sorted(c.transports.items())) for k, c in model.comms.items())
+    comms = sorted((k, sorted(c.hop_items()), sorted(c.transports.items())) for k, c in model.comms.items())
     return procs, comms, sorted(model.kind_counts.items())
 
 

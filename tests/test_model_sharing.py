@@ -128,3 +128,37 @@ def test_every_kind_a_process_keeps_as_evidence_is_read_by_a_fact():
     unread = [k for k in sorted(J._EVIDENCE_KINDS)
               if not re.search(r"evidence(?:\[|\.get\()\"" + re.escape(k) + "\"", code)]
     assert unread == [] and len(J._EVIDENCE_KINDS) >= 5
+
+
+def test_a_communicators_hops_are_two_ints_each_and_merge_by_their_kinds():
+    """Before: a (src, dst) tuple and a [transport, net, gdr, lines] list a hop (~270 bytes with their
+    ints; three a rank).  Now the ranks in one int and the lines and kind in another, the kinds
+    (a handful) in a list of the communicator: read back as before (``hop_items``), and two files'
+    models merge hop by hop though their kinds were met in another order.  A rank past 32 bits
+    (a damaged line) is no hop (its line still counts for its transport)."""
+    from ncclsleuth.model import job as J
+    from ncclsleuth.model.merge import merge
+
+    assert J.hop_key(7, 8) is not None and J.hop_ends(J.hop_key(7, 8)) == (7, 8)  # type: ignore[arg-type]
+    assert J.hop_ends(J.hop_key(0, (1 << 32) - 1)) == (0, (1 << 32) - 1)  # type: ignore[arg-type]
+    assert J.hop_key(1 << 32, 0) is None and J.hop_key(0, -1) is None
+
+    def model(conns: list[tuple[int, int, str]]) -> J.JobModel:
+        m = J.JobModel()
+        for src, dst, via in conns:
+            m.add_conn("f.log", 1, "node1", 10, f"{src}[0]", f"{dst}[1]", via)
+        return m
+
+    a = model([(0, 1, "P2P/IPC"), (0, 1, "P2P/IPC"), (1, 2, "NET/IB/0/GDRDMA")])
+    b = model([(5, 6, "NET/IB/0/GDRDMA"), (0, 1, "P2P/IPC"), (2, 3, "SHM/direct/direct"),
+               (1 << 40, 2, "P2P/IPC")])
+    (ca,), (cb,) = a.comms.values(), b.comms.values()
+    assert all(type(k) is int and type(v) is int for k, v in ca.hops.items())
+    assert list(ca.hop_items()) == [((0, 1), ("P2P", None, False, 2)), ((1, 2), ("NET/IB", "IB", True, 1))]
+    assert [k for k, _ in cb.hop_items()] == [(5, 6), (0, 1), (2, 3)] and cb.transports["P2P"] == 2
+    assert cb.hop_kinds[0] == ("NET/IB", "IB", True) != ca.hop_kinds[0]
+    merge(a, b)
+    (c,) = a.comms.values()
+    assert sorted(c.hop_items()) == [((0, 1), ("P2P", None, False, 3)), ((1, 2), ("NET/IB", "IB", True, 1)),
+                                     ((2, 3), ("SHM", None, False, 1)), ((5, 6), ("NET/IB", "IB", True, 1))]
+    assert a.n_hops == 4 and len(c.hop_kinds) == 3

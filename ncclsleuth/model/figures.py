@@ -68,7 +68,7 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
             "rank_host": {str(r): st.host for r, st in sorted(c.ranks.items()) if st.host},
             "rings": [[ch, list(order)] for ch, order in sorted(c.rings.items())],
             "hops": [{"src": s, "dst": d, "transport": h[0], "net": h[1], "gdr": bool(h[2]), "channels": h[3]}
-                     for (s, d), h in sorted(c.hops.items())],
+                     for (s, d), h in sorted(c.hop_items())],
             "truncated": bool(c.ring_truncated),
         })
     init: list[dict[str, Any]] = []

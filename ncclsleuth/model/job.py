@@ -183,11 +183,56 @@ class Comm:
     #: what the children's own ``up`` says, and an edge object with them was ~170 bytes where a
     #: pair is 16 (six a rank of three communicators: ~1 KB a rank)
     trees: dict[int, array[int]] = field(default_factory=dict)
-    #: (src, dst) -> [transport, net, gdr, channels]
-    hops: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
+    #: each hop's connection lines, one int for the hop and one for what it counted
+    #: (:func:`hop_key` of its ranks -> its lines << HOP_KIND_BITS | its kind in ``hop_kinds``):
+    #: read through :meth:`hop_items`.  A tuple of the ranks and a list [transport, net, gdr,
+    #: lines] were ~270 bytes a hop with their ints (three a rank: ~0.8 KB a rank)
+    hops: dict[int, int] = field(default_factory=dict)
+    #: the (transport, net, gdr) of the hops, each once
+    hop_kinds: list[tuple[str, str | None, bool]] = field(default_factory=list)
     transports: Counter[str] = field(default_factory=Counter)
     #: first line that showed this comm's graph (ring dump / trees): evidence for hangs
     graph_event: E.Event | None = None
+
+    def hop_kind(self, label: str, net: str | None, gdr: bool) -> int | None:
+        """The index of (``label``, ``net``, ``gdr``) in ``hop_kinds`` (added), None past its bits."""
+        kind = (label, net, bool(gdr))
+        kinds = self.hop_kinds
+        for i, k in enumerate(kinds):  # a handful: P2P, SHM, NET/IB with and without GDR
+            if k == kind:
+                return i
+        if len(kinds) > HOP_KIND_MASK:
+            return None
+        kinds.append(kind)
+        return len(kinds) - 1
+
+    def hop_items(self) -> Iterator[tuple[tuple[int, int], tuple[str, str | None, bool, int]]]:
+        """((src, dst), (transport, net, gdr, lines)) of each hop, in the order they were counted."""
+        kinds = self.hop_kinds
+        for key, v in self.hops.items():
+            yield hop_ends(key), (*kinds[v & HOP_KIND_MASK], v >> HOP_KIND_BITS)
+
+
+#: bits of a hop's value that say its kind (``Comm.hop_kinds``); the rest count its lines
+HOP_KIND_BITS = 16
+HOP_KIND_MASK = (1 << HOP_KIND_BITS) - 1
+#: a hop's count of lines, as it is added to its value
+HOP_LINE = 1 << HOP_KIND_BITS
+_RANK_BITS = 32
+_RANK_LIMIT = 1 << _RANK_BITS
+
+
+def hop_key(src: int, dst: int) -> int | None:
+    """A hop's key in ``Comm.hops``: its two ranks in one int (None for a rank past 32 bits or
+    below 0: a damaged line, not a hop)."""
+    if 0 <= src < _RANK_LIMIT and 0 <= dst < _RANK_LIMIT:
+        return src << _RANK_BITS | dst
+    return None
+
+
+def hop_ends(key: int) -> tuple[int, int]:
+    """The (src, dst) ranks of a hop's key."""
+    return key >> _RANK_BITS, key & (_RANK_LIMIT - 1)
 
 
 def _pkey(ev: E.Event) -> tuple[str, int | None]:
@@ -233,7 +278,7 @@ class JobModel:
         # (comm, "host:pid", connection text) -> lines counted since the first, and what it folds into
         self._hp: dict[str, tuple[Process, tuple[str, int | None]]] = {}
         self._conn_n: dict[tuple[str | None, str, str], int] = {}
-        self._conn_to: dict[tuple[str | None, str, str], tuple[Process, Comm, tuple[int, int], str, bool, bool]] = {}
+        self._conn_to: dict[tuple[str | None, str, str], tuple[Process, Comm, int, str, bool, bool]] = {}
         #: the Flight Recorder dumps among the inputs (:mod:`.flight`); None when there are none
         self.flight: FlightRecords | None = None
         #: rank states and hop aggregates over all communicators (for their bounds)
@@ -289,8 +334,8 @@ class JobModel:
         return self._conn(source, line, host, pid, src, dst, via, direction)[0]
 
     def _conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
-              direction: str | None) -> tuple[str | None, tuple[int, int], str, str | None, bool]:
-        """:meth:`add_conn`, and what it read of the line: (communicator, hop, label, net, gdr),
+              direction: str | None) -> tuple[str | None, int | None, str, str | None, bool]:
+        """:meth:`add_conn`, and what it read of the line: (communicator, hop key, label, net, gdr),
         for :meth:`add_conn_first` to remember without reading the line again."""
         self.kind_counts["channel_conn"] += 1
         key = (host, pid)
@@ -303,7 +348,7 @@ class JobModel:
         a, b = int(src.partition("[")[0]), int(dst.partition("[")[0])
         comm_key = self.conn_comm(key, p, a, b, direction == "receive")
         _count_hop(self, p, comm_key, label, net, gdr, a, b)
-        return comm_key, (a, b), label, net, gdr
+        return comm_key, hop_key(a, b), label, net, gdr
 
     def conn_comm(self, key: tuple[str, int | None], p: Process | None, src: int, dst: int,
                   receive: bool) -> str | None:
@@ -419,7 +464,7 @@ class JobModel:
         comm_key, hop, label, net, gdr = self._conn(source, line, key[0], key[1], src, dst, via,  # type: ignore[arg-type]
                                                     direction)
         c = (self.comms.get(comm_key) if comm_key else None) or self.comms.get("unknown")
-        if c is None or hop not in c.hops:  # a communicator or hop past its bound: nothing to fold into
+        if c is None or hop is None or hop not in c.hops:  # a communicator or hop past its bound: nothing to fold into
             return
         # later lines of this text are counted while the same communicator is the process's last
         # (``conn_seen``): they fold into the one this line was counted in
@@ -472,7 +517,7 @@ class JobModel:
             p, c, hop, label, is_net, gdr = self._conn_to[k]
             total += n
             c.transports[label] += n
-            c.hops[hop][3] += n
+            c.hops[hop] += n * HOP_LINE
             if is_net:
                 p.net_conns += n
                 p.gdr_conns += n * gdr
@@ -765,13 +810,17 @@ def _count_hop(m: JobModel, p: Process | None, comm_key: str | None, label: str,
         p.gdr_conns += int(gdr)
     c = (m.comms.get(comm_key) if comm_key else None) or m.comm("unknown")
     c.transports[label] += 1
-    hop = c.hops.get((src, dst))
-    if hop is None:
-        if m._room("hops", m.n_hops, MAX_HOPS):
-            c.hops[(src, dst)] = [label, net, gdr, 1]
+    key = hop_key(src, dst)
+    if key is None:
+        return
+    v = c.hops.get(key)
+    if v is None:
+        kind = c.hop_kind(label, net, gdr)
+        if kind is not None and m._room("hops", m.n_hops, MAX_HOPS):
+            c.hops[key] = HOP_LINE | kind
             m.n_hops += 1
     else:
-        hop[3] += 1
+        c.hops[key] = v + HOP_LINE
 
 
 def _h_failure_head(m: JobModel, ev: E.FailureBlockHead, p: Process | None) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Container, Iterable
 from typing import Any
 
 from .job import (
+    HOP_KIND_MASK,
     KEEP_PER_KIND,
     MAX_COMMS,
     MAX_HOPS,
@@ -164,13 +165,16 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
             a.trees[ch] = array("q", pairs)
         else:
             mine_t.extend(pairs)
+    kinds = [a.hop_kind(*k) for k in b.hop_kinds]  # b's kind indexes -> a's
     for hop, val in b.hops.items():
+        lines = val & ~HOP_KIND_MASK
         mine_h = a.hops.get(hop)
         if mine_h is None:
-            if into._room("hops", into.n_hops, MAX_HOPS):
-                a.hops[hop] = list(val)
+            kind = kinds[val & HOP_KIND_MASK]
+            if kind is not None and into._room("hops", into.n_hops, MAX_HOPS):
+                a.hops[hop] = lines | kind
                 into.n_hops += 1
         else:
-            mine_h[3] += val[3]
+            a.hops[hop] = mine_h + lines
     a.transports.update(b.transports)
     a.graph_event = a.graph_event or b.graph_event

@@ -59,7 +59,7 @@ def build(c: Comm) -> CommTopology:
         for me, up in tree_pairs(pairs):
             if up >= 0:
                 g.add_edge(me, up, kind="tree", channel=ch)
-    for (src, dst), (label, _net, gdr, n) in sorted(c.hops.items()):
+    for (src, dst), (label, _net, gdr, n) in sorted(c.hop_items()):
         g.add_edge(src, dst, kind="conn", transport=label, gdr=bool(gdr), channels=n)
         t.hops[label] = t.hops.get(label, 0) + 1
         same_host = hosts.get(src) is not None and hosts.get(src) == hosts.get(dst)

@@ -162,3 +162,36 @@ def test_a_communicators_hops_are_two_ints_each_and_merge_by_their_kinds():
     assert sorted(c.hop_items()) == [((0, 1), ("P2P", None, False, 3)), ((1, 2), ("NET/IB", "IB", True, 1)),
                                      ((2, 3), ("SHM", None, False, 1)), ((5, 6), ("NET/IB", "IB", True, 1))]
     assert a.n_hops == 4 and len(c.hop_kinds) == 3
+
+
+def test_a_process_that_set_nothing_holds_the_shared_empty_settings_and_evidence():
+    """Before: two empty dicts and an empty list of its own every process (~230 bytes; a folder of
+    per-rank files has two processes a rank, one of them the file's PyTorch lines, which set
+    nothing).  Now one shared read-only empty mapping until the first setting or evidence line,
+    and a tuple of plugins; the first write gives the process a dict of its own (the shared one
+    stays empty), in a merge too; pickled, it is the shared one again."""
+    import pickle
+
+    from ncclsleuth.model import job as J
+    from ncclsleuth.model.merge import merge
+
+    text = ("[rank3]:[I1129 11:31:50.630429017 ProcessGroupNCCL.cpp:968] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+            "ProcessGroupNCCL initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000\n"
+            "node1:10:11 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0\n"
+            "node1:10:11 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v6)\n")
+    model = api.build(api.memory_sources({"job.log": text})).model
+    torch_lines = model.processes[("job.log", None)]
+    nccl = model.processes[("node1", 10)]
+    assert torch_lines.env is J._NONE_SET and torch_lines.evidence is J._NONE_SET and torch_lines.plugins == ()
+    assert dict(nccl.env) == {"NCCL_SOCKET_IFNAME": "ib0"} and type(nccl.env) is dict
+    assert sorted(nccl.evidence) == ["env:NCCL_SOCKET_IFNAME"] and nccl.plugins == ("Libfabric (v6)",)
+    assert len(J._NONE_SET) == 0 and pickle.loads(pickle.dumps(torch_lines)).env is J._NONE_SET
+    other = J.JobModel()
+    blank = other.processes[("node1", 10)] = J.Process("node1", 10, "job.log")
+    assert blank.env is J._NONE_SET
+    mine = J.JobModel()
+    mine.processes[("node1", 10)] = J.Process("node1", 10, "job.log")
+    merge(mine, model)
+    merged = mine.processes[("node1", 10)]
+    assert dict(merged.env) == {"NCCL_SOCKET_IFNAME": "ib0"} and merged.plugins == ("Libfabric (v6)",)
+    assert len(J._NONE_SET) == 0 and blank.env is J._NONE_SET

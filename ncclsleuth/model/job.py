@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,35 @@ UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", 
 KEPT_IF: dict[str, re.Pattern[str]] = {"nccl_other": rx(r"Too many open files|EMFILE|Message truncated")}
 
 
+class _Unset(Mapping[str, Any]):
+    """What a process has set before its first setting or evidence line: one empty read-only
+    mapping for all of them (``Process.own_env`` gives one a dict of its own), pickled as itself
+    (a forked worker's model crosses a pipe)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __reduce__(self) -> str:
+        return "_NONE_SET"
+
+    def __hash__(self) -> int:  # immutable (and a dataclass default must be hashable)
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+_NONE_SET: Mapping[str, Any] = _Unset()
+
+
 @dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class Process:
     """One OS process (host, pid): its versions, settings and network choices."""
@@ -76,14 +105,16 @@ class Process:
     source: str
     nccl_version: str | None = None
     cuda_version: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    #: NCCL_* settings it printed (one shared empty mapping until the first: :meth:`own_env`)
+    env: Mapping[str, str] = _NONE_SET
     bootstrap: tuple[E.Iface, ...] = ()
     socket_ifaces: tuple[E.Iface, ...] = ()
     ib_devices: tuple[E.IbDev, ...] = ()
     ib_none: bool = False
     ibverbs_missing: bool = False
     network: str | None = None
-    plugins: list[str] = field(default_factory=list)
+    #: net plugins it loaded (a tuple: most load none)
+    plugins: tuple[str, ...] = ()
     #: (communicator, its rank there) per communicator it initialised, in the order of their
     #: first Init lines (a tuple: an empty set was 216 bytes of every process, one a rank with none)
     comm_ranks: tuple[tuple[str, int], ...] = ()
@@ -97,8 +128,24 @@ class Process:
     gdr_conns: int = 0
     net_conns: int = 0
     errors: int = 0
-    #: kind -> the event that set the value above (the evidence line)
-    evidence: dict[str, E.Event] = field(default_factory=dict)
+    #: kind -> the event that set the value above (the evidence line); one shared empty mapping
+    #: until the first (:meth:`own_evidence`): a file's process of its ``[rankN]:`` lines sets
+    #: none, and its two empty dicts and list were ~230 bytes a rank
+    evidence: Mapping[str, E.Event] = _NONE_SET
+
+    def own_env(self) -> dict[str, str]:
+        """``env``, to be written to (a dict of its own from the first setting on)."""
+        env = self.env
+        if type(env) is not dict:
+            env = self.env = {}
+        return env
+
+    def own_evidence(self) -> dict[str, E.Event]:
+        """``evidence``, to be written to (a dict of its own from the first line on)."""
+        ev = self.evidence
+        if type(ev) is not dict:
+            ev = self.evidence = {}
+        return ev
 
     @property
     def key(self) -> str:
@@ -305,7 +352,7 @@ class JobModel:
         if handler is not None:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
-                proc.evidence[kind] = ev
+                proc.own_evidence()[kind] = ev
         if problem or kind in TRACKED:
             key = (ev.rank, ev.source)
             t = self.tracks.get(key)
@@ -662,8 +709,8 @@ def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:
 
 def _h_env(m: JobModel, ev: E.EnvSetting, p: Process | None) -> None:
     if p is not None:
-        p.env[ev.name] = ev.value
-        p.evidence["env:" + ev.name] = ev
+        p.own_env()[ev.name] = ev.value
+        p.own_evidence()["env:" + ev.name] = ev
 
 
 def _h_bootstrap(m: JobModel, ev: E.BootstrapIface, p: Process | None) -> None:
@@ -677,10 +724,10 @@ def _h_socket(m: JobModel, ev: E.NetSocketIfaces, p: Process | None) -> None:
     if "Using interface" in ev.text:  # NCCL 2.3 prints one "NET : Using interface" line per interface
         p.socket_ifaces = p.socket_ifaces + ev.ifaces
         for i in ev.ifaces:
-            p.evidence.setdefault("iface:" + i.name, ev)
+            p.own_evidence().setdefault("iface:" + i.name, ev)
     else:
         p.socket_ifaces = ev.ifaces
-    p.evidence.setdefault("net_socket_ifaces", ev)
+    p.own_evidence().setdefault("net_socket_ifaces", ev)
 
 
 def _h_ib(m: JobModel, ev: E.NetIbDevices, p: Process | None) -> None:
@@ -707,7 +754,7 @@ def _h_net(m: JobModel, ev: E.NetSelected, p: Process | None) -> None:
 
 def _h_plugin(m: JobModel, ev: E.NetPlugin, p: Process | None) -> None:
     if p is not None and ev.status == "loaded" and ev.name:
-        p.plugins.append(ev.name)
+        p.plugins += (ev.name,)
 
 
 def _comm_key(ev: E.CommInit | E.InitTimings | E.CommInfo) -> str:

@@ -131,15 +131,18 @@ def _merge_process(a: Process, b: Process) -> None:
             setattr(a, name, getattr(b, name))
     a.ib_none = a.ib_none or b.ib_none
     a.ibverbs_missing = a.ibverbs_missing or b.ibverbs_missing
-    a.env.update({k: v for k, v in b.env.items() if k not in a.env})
-    a.plugins.extend(x for x in b.plugins if x not in a.plugins)
+    if b.env:
+        a.own_env().update({k: v for k, v in b.env.items() if k not in a.env})
+    a.plugins += tuple(x for x in b.plugins if x not in a.plugins)
     a.comm_ranks += tuple(x for x in b.comm_ranks if x not in a.comm_ranks)
     a.gdr_conns += b.gdr_conns
     a.net_conns += b.net_conns
     a.errors += b.errors
     a.last_line, a.last_kind = b.last_line, b.last_kind
-    for k, ev in b.evidence.items():
-        a.evidence.setdefault(k, ev)
+    if b.evidence:
+        mine = a.own_evidence()
+        for k, ev in b.evidence.items():
+            mine.setdefault(k, ev)
 
 
 def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:

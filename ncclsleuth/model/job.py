@@ -157,9 +157,10 @@ class Done:
     line and time, and its file and process read through the start (the same, or it is kept as
     its event).  What is read of an Init COMPLETE line is whether there was one, where (the
     phase of a process's later lines) and when (the init timeline); the rest of its event
-    repeated its start's (``src/init.cc``, 2.19-2.30: both lines print the same comm, rank,
-    nranks, devices, busId and commId).  56 bytes where its event was ~230 with its reference:
-    a 100,000-rank job of three communicators kept 300,000 such events."""
+    repeated its start's (``src/init.cc``, 2.18.3-2.30, where the START line was added: both
+    lines print the same comm, rank, nranks, devices and busId, then commId, or a split's parent,
+    color and key; 2.29+ may put ``[Rank N]`` before START's).  56 bytes where its event was ~230
+    with its reference: a 100,000-rank job of three communicators kept 300,000 such events."""
 
     __slots__ = ("start", "line", "ts")
 

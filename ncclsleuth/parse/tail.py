@@ -65,7 +65,7 @@ class Kept(Sequence[tuple[int, str]]):
     whole parse, and a file of one rank (or a short one) is still opened once.  Blocks are
     read back one at a time (``reversed`` walks from the newest), never all at once."""
 
-    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars", "_plain", "_counted")
+    __slots__ = ("_items", "chars", "_source", "_hot", "_hot_chars", "_plain", "_dropped")
 
     def __init__(self, blocks: Iterable[tuple[int, str]] = (), source: Source | None = None) -> None:
         #: (first line, the text or its offset, characters, the offset or -1)
@@ -74,12 +74,11 @@ class Kept(Sequence[tuple[int, str]]):
         self._source = source
         self._hot = 0  # the first block kept as it was read
         self._hot_chars = 0
-        #: block index -> its byte offset and bytes where its text is the file's bytes there
-        #: decoded (``BlockReader.byte_at``, ``block_bytes``): where a line found in it can be read
-        #: again (:meth:`place`)
+        #: block number (its index plus the blocks dropped before it) -> its byte offset and bytes
+        #: where its text is the file's bytes there decoded (``BlockReader.byte_at``,
+        #: ``block_bytes``): where a line found in it can be read again (:meth:`place`)
         self._plain: dict[int, tuple[int, int]] = {}
-        #: (block index, its last line's number) of the block :meth:`place` counted last
-        self._counted: tuple[int, int] | None = None
+        self._dropped = 0
         for first, text in blocks:
             self.append(first, text)
             self._cool()
@@ -90,8 +89,7 @@ class Kept(Sequence[tuple[int, str]]):
         if src is not None and src.rereadable:
             plain = getattr(src, "byte_at", -1)
             if plain >= 0:
-                self._plain[len(self._items)] = (plain, getattr(src, "block_bytes", -1))
-        self._counted = None
+                self._plain[self._dropped + len(self._items)] = (plain, getattr(src, "block_bytes", -1))
         self._items.append((first, text, len(text), src.at if src is not None and src.rereadable else -1))
         self.chars += len(text)
         self._hot_chars += len(text)
@@ -102,9 +100,8 @@ class Kept(Sequence[tuple[int, str]]):
         items = self._items
         while len(items) > 1 and self.chars - items[0][2] >= cap:
             n = items.pop(0)[2]
-            if self._plain:
-                self._plain = {i - 1: at for i, at in self._plain.items() if i}
-            self._counted = None
+            self._plain.pop(self._dropped, None)
+            self._dropped += 1
             self.chars -= n
             if self._hot:
                 self._hot -= 1
@@ -138,18 +135,15 @@ class Kept(Sequence[tuple[int, str]]):
         lines back, at most :data:`_PLACE_LINES`; not for every rank of an interleaved file (each
         would walk back from the end).  ``end``: the number of the newest block's last line,
         where the caller counted it (:func:`last_number`)."""
-        if end is not None and self._items:
-            self._counted = (len(self._items) - 1, end)
-        for i in range(len(self._items) - 1, self._hot - 1, -1):
+        newest = len(self._items) - 1
+        for i in range(newest, self._hot - 1, -1):
             first, kept, _, _ = self._items[i]
             if first > line:
                 continue
-            plain = self._plain.get(i)
+            plain = self._plain.get(self._dropped + i)
             if plain is None or not isinstance(kept, str):
                 return None
-            if self._counted is None or self._counted[0] != i:  # a file's two lines: one count
-                self._counted = (i, first + kept.count("\n"))
-            last = self._counted[1]
+            last = end if end is not None and i == newest else first + kept.count("\n")
             if line > last or last - line > _PLACE_LINES:
                 return None
             stop = len(kept)

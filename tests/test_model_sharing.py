@@ -112,21 +112,19 @@ def test_a_communicators_tree_edges_are_kept_as_rank_and_parent_pairs():
 
 
 def test_every_kind_a_process_keeps_as_evidence_is_read_by_a_fact():
-    """A process keeps one event of each of these kinds for a finding to quote (one event a
-    process each: at 100,000 ranks ~200 bytes a rank a kind); each must have a reader in the
-    package (``evidence["kind"]`` or ``evidence.get("kind")``) besides the model that keeps it.
-    Before: ``net_plugin`` was kept and never read."""
+    """A process keeps one line of each of these kinds for a finding to quote (its event or its
+    place: at 100,000 ranks up to ~200 bytes a rank a kind); each must be asked for by a fact (the
+    kind quoted in ``ncclsleuth/model/facts``: ``evidence["kind"]``, ``evidence.get("kind")``, or
+    among the keys a fact looks up).  Before: ``net_plugin`` was kept and never read."""
     import re
     from pathlib import Path
 
     import ncclsleuth
     from ncclsleuth.model import job as J
 
-    root = Path(ncclsleuth.__file__).parent
-    code = "\n".join(p.read_text(encoding="utf-8") for p in root.rglob("*.py") if p.name != "job.py" or
-                     p.parent.name != "model")
-    unread = [k for k in sorted(J._EVIDENCE_KINDS)
-              if not re.search(r"evidence(?:\[|\.get\()\"" + re.escape(k) + "\"", code)]
+    root = Path(ncclsleuth.__file__).parent / "model" / "facts"
+    code = "\n".join(p.read_text(encoding="utf-8") for p in root.rglob("*.py"))
+    unread = [k for k in sorted(J._EVIDENCE_KINDS) if not re.search('"' + re.escape(k) + '"', code)]
     assert unread == [] and len(J._EVIDENCE_KINDS) >= 5
 
 
@@ -182,7 +180,7 @@ def test_a_process_that_set_nothing_holds_the_shared_empty_settings_and_evidence
     model = api.build(api.memory_sources({"job.log": text})).model
     torch_lines = model.processes[("job.log", None)]
     nccl = model.processes[("node1", 10)]
-    assert torch_lines.env is J._NONE_SET and torch_lines.evidence is J._NONE_SET and torch_lines.plugins == ()
+    assert torch_lines.env is J._NONE_SET and torch_lines.said is J._NONE_SET and torch_lines.plugins == ()
     assert dict(nccl.env) == {"NCCL_SOCKET_IFNAME": "ib0"} and type(nccl.env) is dict
     assert sorted(nccl.evidence) == ["env:NCCL_SOCKET_IFNAME"] and nccl.plugins == ("Libfabric (v6)",)
     assert len(J._NONE_SET) == 0 and pickle.loads(pickle.dumps(torch_lines)).env is J._NONE_SET

@@ -165,3 +165,107 @@ def test_an_interleaved_files_last_lines_keep_their_text(tmp_path, monkeypatch):
     lasts = [t.last for t in model.tracks.values() if t.last is not None]
     assert len(lasts) == 4 and all(type(ev._text) is str for ev in lasts)
     assert sorted(ev.text for ev in lasts) == [f"[rank{r}]: step 2 loss 0.5" for r in range(4)]
+
+
+def _said_events(model: object) -> dict[tuple[object, str], dict]:
+    """(process key, evidence key) -> the evidence line's event as a dict, made again where placed."""
+    return {(k, key): p.evidence[key].to_dict() for k, p in model.processes.items()  # type: ignore[attr-defined]
+            for key in p.said}
+
+
+def test_evidence_lines_past_the_bound_are_kept_by_place_and_made_again_as_they_were(monkeypatch):
+    """Before: a process kept the event of each line it set a value from (its NCCL version, network,
+    interfaces, settings: six a rank, ~1.4 KB with their integers), also where the model keeps no
+    other event of it.  Now its place (one integer); a fact asking for it gets the event the parser
+    makes again from the line.  On every fixture and corpus log, with no event kept by the model
+    (``KEEP_PER_KIND`` 0), each made again is the event kept with places off, field for field."""
+    from ncclsleuth.model import job as J
+    from ncclsleuth.model import merge as MG
+
+    paths = [str(p) for p in _inputs()]
+    monkeypatch.setattr(J, "KEEP_PER_KIND", 0)
+    monkeypatch.setattr(MG, "KEEP_PER_KIND", 0)
+    placed = {p: api.build([p], api.Options(jobs=1, shared_cache=False)).model for p in paths}
+    n = sum(type(v) is int for m in placed.values() for pr in m.processes.values() for v in pr.said.values())
+    monkeypatch.setattr(J, "place", lambda p, ev: None)
+    monkeypatch.setattr(MG, "place", lambda p, ev: None)
+    differ = [p for p, m in placed.items()
+              if _said_events(m) != _said_events(api.build([p], api.Options(jobs=1, shared_cache=False)).model)]
+    assert differ == [] and n > 300
+
+
+def _minority_job(tmp_path) -> tuple[object, list[str]]:
+    lines = []
+    for h in range(4):
+        ver, net = ("2.21.5", "Socket") if h == 3 else ("2.23.4", "IB")
+        lines += [f"node{h}:{100 + h}:{100 + h} [0] NCCL INFO NCCL version {ver}+cuda12.4",
+                  f"node{h}:{100 + h}:{100 + h} [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0",
+                  f"node{h}:{100 + h}:{100 + h} [0] NCCL INFO Bootstrap : Using ib0:10.0.0.{h}<0>",
+                  f"node{h}:{100 + h}:{100 + h} [0] NCCL INFO Using network {net}"]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return log, lines
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_findings_quote_evidence_lines_kept_by_place(tmp_path, monkeypatch, jobs):
+    """The lines a version mismatch and a network minority quote are kept by place (analyze keeps no
+    ``nccl_version`` or ``net_selected`` event): the findings quote them, file and line, and the
+    report is the same byte for byte as with every text kept."""
+    from ncclsleuth.parallel import local
+
+    monkeypatch.setattr(local, "PARALLEL_MIN_BYTES", 0)
+    log, lines = _minority_job(tmp_path)
+    monkeypatch.setattr(reread, "_PATHS", {})
+    model = api.build([str(log)], api.Options(jobs=jobs, shared_cache=False)).model
+    odd = model.processes[("node3", 103)]
+    assert type(odd.said["nccl_version"]) is int and type(odd.said["net_selected"]) is int
+    from ncclsleuth.model import job as J
+
+    made: list[int] = []
+    real = J.make_again
+    monkeypatch.setattr(J, "make_again", lambda *a: made.append(a[1]) or real(*a))  # type: ignore[misc]
+    assert "net_selected" in odd.evidence and "net_plugin" not in odd.evidence and made == []  # asked: not made
+    assert odd.said_at("net_selected") == (str(log), 16)
+    assert odd.evidence["net_selected"].text == lines[15] and odd.evidence["net_selected"].network == "Socket"
+    assert made == [16, 16]
+    report = api.analyze([str(log)], api.Options(jobs=jobs, shared_cache=False))
+    quoted = {(e.line, e.text) for f in report.findings for e in f.evidence}
+    assert {(13, lines[12]), (16, lines[15])} <= quoted
+    assert _report([str(log)], monkeypatch, True, jobs) == _report([str(log)], monkeypatch, False)
+
+
+def test_an_evidence_line_changed_after_it_was_read_says_so(tmp_path, monkeypatch):
+    """Made again from a line that is no longer there: an event of its kind at its line, whose text
+    says what happened (no fields of its own)."""
+    log, lines = _minority_job(tmp_path)
+    monkeypatch.setattr(reread, "_PATHS", {})
+    model = api.build([str(log)], api.Options(jobs=1, shared_cache=False)).model
+    odd = model.processes[("node3", 103)]
+    reread.forget()
+    log.write_text("\n".join(ln.replace("Socket", "SOCKET") for ln in lines) + "\n", encoding="utf-8")
+    ev = odd.evidence["net_selected"]
+    assert (ev.kind, ev.line, ev.network) == ("net_selected", 16, "")
+    assert ev.text == f"[line 16 of {log} could not be read again: the file changed after it was read]"
+    reread.forget()
+
+
+def test_a_place_is_its_processs_file_s_a_merge_from_another_file_makes_the_event(tmp_path, monkeypatch):
+    """A process whose lines are in two files (a log and a copy of a rank's part): a place is read in
+    the file of the process that keeps it, so a merge takes another file's placed line as its event."""
+    from ncclsleuth.model import job as J
+    from ncclsleuth.model import merge as MG
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(J, "KEEP_PER_KIND", 0)
+    monkeypatch.setattr(MG, "KEEP_PER_KIND", 0)
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text("h1:7:7 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0\n", encoding="utf-8")
+    b.write_text("x\nh1:7:7 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0\n", encoding="utf-8")
+    ma, mb = (api.build([str(p)], api.Options(jobs=1, shared_cache=False)).model for p in (a, b))
+    assert all(type(v) is int for m in (ma, mb) for v in m.processes[("h1", 7)].said.values())
+    MG.merge(ma, mb)
+    said = ma.processes[("h1", 7)].said
+    assert type(said["env:NCCL_IB_HCA"]) is int
+    moved = said["env:NCCL_SOCKET_IFNAME"]
+    assert not isinstance(moved, int) and (moved.source, moved.line, moved.value) == (str(b), 2, "ib0")
+    assert ma.processes[("h1", 7)].evidence["env:NCCL_IB_HCA"].text == a.read_text().rstrip("\n")

@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING
 from ..ingest import dumps
 from ..ingest.blocks import BlockReader, RangeReader, Span
 from ..ingest.sources import InputFile, Notice
+from ..parse import again
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser
+from . import job
 from .job import JobModel
 
 if TYPE_CHECKING:  # a file parsed whole (every paste, every per-rank file) never loads the pieces' code
     from ..parse.pieces import Piece
+
+#: a process's evidence lines kept by their place are made again by the parser (the model does not
+#: import the parse stage; every model that keeps places is built here or merged from those)
+job.make_again = again.event
 
 
 def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None,

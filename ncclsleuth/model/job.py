@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +95,71 @@ class _Unset(Mapping[str, Any]):
 
 _NONE_SET: Mapping[str, Any] = _Unset()
 
+#: an evidence line kept by its place: ``line << PLACE_BITS | reference`` (:func:`place`); a
+#: reference of a byte offset past 2**42 (4 TiB) does not fit: its event is kept
+PLACE_BITS = 80
+#: kinds a process keeps lines of as its evidence (:attr:`Process.said`): ``_EVIDENCE_KINDS``, its
+#: settings' lines and its socket interfaces' lines.  The parser tells the model their place once
+#: the model has them (``placed``).
+PLACED_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
+                          "net_selected", "env_setting", "net_socket_ifaces"})
+
+
+def place(p: Process, ev: E.Event) -> int | None:
+    """Where ``p`` may keep evidence line ``ev`` instead of its event (``line << PLACE_BITS |``
+    its reference), None where its event must stay: its text is kept (not by reference), it is
+    another file's, or it is not an NCCL ``INFO`` line with its own prefix (host and pid), the
+    lines whose event is made again from their text alone (:mod:`ncclsleuth.parse.again`)."""
+    where = ev._text  # type: ignore[attr-defined]  # the slot behind Event.text
+    if (where.__class__ is not int or where >> PLACE_BITS or ev.level != "INFO" or ev.host is None
+            or ev.pid is None or ev.source != p.source):
+        return None
+    return ev.line << PLACE_BITS | where
+
+
+class _Quotes(Mapping[str, E.Event]):
+    """A process's evidence lines as events (:attr:`Process.evidence`): those it keeps by their
+    place made again from their lines (:func:`ncclsleuth.parse.again.event`)."""
+
+    __slots__ = ("source", "said")
+
+    def __init__(self, source: str, said: Mapping[str, E.Event | int]) -> None:
+        self.source = source
+        self.said = said
+
+    def __getitem__(self, key: str) -> E.Event:
+        v = self.said[key]
+        if type(v) is not int:
+            return v  # type: ignore[return-value]
+        if make_again is None:  # set wherever a model that keeps places is built
+            raise RuntimeError("ncclsleuth.model.build sets make_again: a place cannot be read without it")
+        return make_again(self.source, v >> PLACE_BITS, v & _PLACE_MASK, _said_kind(key))
+
+    def __contains__(self, key: object) -> bool:  # Mapping's asks for the item: it would be made
+        return key in self.said
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.said)
+
+    def __len__(self) -> int:
+        return len(self.said)
+
+
+_PLACE_MASK = (1 << PLACE_BITS) - 1
+#: (file, line, reference, kind) -> the event made again from the line: the parser's
+#: (``ncclsleuth.parse.again.event``), set by :mod:`.build`, which builds the models that keep
+#: places (the model does not import the parse stage)
+make_again: Callable[[str, int, int, str], E.Event] | None = None
+
+
+def _said_kind(key: str) -> str:
+    """The event kind of evidence key ``key`` (:attr:`Process.said`)."""
+    if key.startswith("env:"):
+        return "env_setting"
+    if key.startswith("iface:"):
+        return "net_socket_ifaces"
+    return key
+
 
 @dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
 class Process:
@@ -128,10 +193,12 @@ class Process:
     gdr_conns: int = 0
     net_conns: int = 0
     errors: int = 0
-    #: kind -> the event that set the value above (the evidence line); one shared empty mapping
-    #: until the first (:meth:`own_evidence`): a file's process of its ``[rankN]:`` lines sets
-    #: none, and its two empty dicts and list were ~230 bytes a rank
-    evidence: Mapping[str, E.Event] = _NONE_SET
+    #: kind (``env:NAME``, ``iface:NAME``) -> the line that set the value above: its event, or
+    #: where the model keeps no event of it, its place (:func:`place`), made an event again when
+    #: asked (:attr:`evidence`).  One shared empty mapping until the first (:meth:`own_said`): a
+    #: file's process of its ``[rankN]:`` lines sets none, and its two empty dicts and list were
+    #: ~230 bytes a rank
+    said: Mapping[str, E.Event | int] = _NONE_SET
 
     def own_env(self) -> dict[str, str]:
         """``env``, to be written to (a dict of its own from the first setting on)."""
@@ -140,12 +207,27 @@ class Process:
             env = self.env = {}
         return env
 
-    def own_evidence(self) -> dict[str, E.Event]:
-        """``evidence``, to be written to (a dict of its own from the first line on)."""
-        ev = self.evidence
-        if type(ev) is not dict:
-            ev = self.evidence = {}
-        return ev
+    def own_said(self) -> dict[str, E.Event | int]:
+        """``said``, to be written to (a dict of its own from the first line on)."""
+        said = self.said
+        if type(said) is not dict:
+            said = self.said = {}
+        return said
+
+    @property
+    def evidence(self) -> Mapping[str, E.Event]:
+        """kind -> the event of the line that set the value (the evidence line), made again from
+        its line where the process keeps its place.  A fact that reads every process asks
+        :attr:`said` (or the values themselves) first and this for the lines it quotes."""
+        said = self.said
+        return _Quotes(self.source, said) if said else _NONE_SET
+
+    def said_at(self, key: str) -> tuple[str, int] | None:
+        """(file, line) of ``key``'s evidence line, without making its event."""
+        v = self.said.get(key)
+        if v is None:
+            return None
+        return (self.source, v >> PLACE_BITS) if type(v) is int else (v.source, v.line)  # type: ignore[union-attr]
 
     @property
     def key(self) -> str:
@@ -353,7 +435,7 @@ class JobModel:
         if handler is not None:
             handler(self, ev, proc)
             if proc is not None and kind in _EVIDENCE_KINDS:
-                proc.own_evidence()[kind] = ev
+                proc.own_said()[kind] = self._said(proc, ev)
         if problem or kind in TRACKED:
             key = (ev.rank, ev.source)
             t = self.tracks.get(key)
@@ -370,6 +452,44 @@ class JobModel:
             bucket.append(ev)
         else:
             self.folded[kind] += 1
+
+    #: see :meth:`placed`
+    placed_kinds = PLACED_KINDS
+
+    def _said(self, p: Process, ev: E.Event) -> E.Event | int:
+        """What ``p`` keeps of evidence line ``ev`` (being added): its place where it already
+        keeps its text by reference (a line replayed or merged) and the model keeps no event of
+        it, else the event (:meth:`placed` may replace it by its place)."""
+        if ev._text.__class__ is int and self._unkept(ev.kind, ev.is_problem):  # type: ignore[attr-defined]
+            at = place(p, ev)
+            if at is not None:
+                return at
+        return ev
+
+    def _unkept(self, kind: str, problem: bool) -> bool:
+        """Whether an event of ``kind`` being added is not kept among :attr:`events` (as ``add``
+        decides; ``KEPT_IF`` reads no kind a process keeps as evidence)."""
+        return ((kind in HIGH_VOLUME or kind in self.drop) and not problem) or \
+            len(self.events.get(kind, ())) >= KEEP_PER_KIND
+
+    def placed(self, ev: E.Event) -> None:
+        """The parser's word that ``ev``, just added, keeps its text by reference now: its process
+        keeps the line's place instead of the event where it is evidence and nothing else keeps the
+        event (:attr:`events`): ~230 bytes a line, six lines a rank (:mod:`ncclsleuth.parse.again`)."""
+        p = self.processes.get((ev.host or ev.source, ev.pid))
+        if p is None or not p.said:
+            return
+        bucket = self.events.get(ev.kind)
+        if bucket and bucket[-1] is ev:  # kept: add just appended it
+            return
+        said = p.said
+        at: int | None = None
+        for key, v in said.items():
+            if v is ev:
+                at = at if at is not None else place(p, ev)
+                if at is None:
+                    return
+                said[key] = at  # type: ignore[index]  # a dict once it holds an event
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
                  direction: str | None = None) -> str | None:
@@ -669,6 +789,10 @@ class JobModel:
     def order_key(self, ev: E.Event) -> tuple[int, int]:
         return (self._source_index.get(ev.source, len(self.sources)), ev.line)
 
+    def order_at(self, source: str, line: int) -> tuple[int, int]:
+        """:meth:`order_key` of the event of line ``line`` of ``source``."""
+        return (self._source_index.get(source, len(self.sources)), line)
+
     @property
     def hosts(self) -> list[str]:
         return sorted({p.host for p in self.processes.values() if p.host})
@@ -711,7 +835,7 @@ def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:
 def _h_env(m: JobModel, ev: E.EnvSetting, p: Process | None) -> None:
     if p is not None:
         p.own_env()[ev.name] = ev.value
-        p.own_evidence()["env:" + ev.name] = ev
+        p.own_said()["env:" + ev.name] = m._said(p, ev)
 
 
 def _h_bootstrap(m: JobModel, ev: E.BootstrapIface, p: Process | None) -> None:
@@ -725,10 +849,12 @@ def _h_socket(m: JobModel, ev: E.NetSocketIfaces, p: Process | None) -> None:
     if "Using interface" in ev.text:  # NCCL 2.3 prints one "NET : Using interface" line per interface
         p.socket_ifaces = p.socket_ifaces + ev.ifaces
         for i in ev.ifaces:
-            p.own_evidence().setdefault("iface:" + i.name, ev)
+            if "iface:" + i.name not in p.said:
+                p.own_said()["iface:" + i.name] = m._said(p, ev)
     else:
         p.socket_ifaces = ev.ifaces
-    p.own_evidence().setdefault("net_socket_ifaces", ev)
+    if "net_socket_ifaces" not in p.said:
+        p.own_said()["net_socket_ifaces"] = m._said(p, ev)
 
 
 def _h_ib(m: JobModel, ev: E.NetIbDevices, p: Process | None) -> None:

@@ -25,10 +25,12 @@ from .job import (
     MAX_HOPS,
     MAX_PROCESSES,
     MAX_RANKS,
+    PLACED_KINDS,
     STEP_SAMPLES,
     Comm,
     JobModel,
     Process,
+    place,
 )
 
 
@@ -46,14 +48,19 @@ def merge(into: JobModel, other: JobModel) -> None:
     into.lines += other.lines
     into.kind_counts.update(other.kind_counts)
     into.folded.update(other.folded)
+    unkept: set[int] = set()  # ids of the evidence lines' events past the bound (see _keep_places)
     for kind, evs in other.events.items():
         bucket = into.events.setdefault(kind, [])
         room = KEEP_PER_KIND - len(bucket)
         bucket.extend(evs[:max(room, 0)])
         if len(evs) > room:
             into.folded[kind] += len(evs) - max(room, 0)
+            if kind in PLACED_KINDS:
+                unkept.update(map(id, evs[max(room, 0):]))
     into.untracked.update(other.untracked)
     for key, p in other.processes.items():
+        if unkept and p.said:
+            _keep_places(p, unkept)
         mine = into.processes.get(key)
         if mine is not None:
             _merge_process(mine, p)
@@ -139,10 +146,22 @@ def _merge_process(a: Process, b: Process) -> None:
     a.net_conns += b.net_conns
     a.errors += b.errors
     a.last_line, a.last_kind = b.last_line, b.last_kind
-    if b.evidence:
-        mine = a.own_evidence()
-        for k, ev in b.evidence.items():
-            mine.setdefault(k, ev)
+    if b.said:
+        mine = a.own_said()
+        for k, v in b.said.items():
+            if k not in mine:  # a place is of its process's file: another file's line is its event
+                mine[k] = v if type(v) is not int or a.source == b.source else b.evidence[k]
+
+
+def _keep_places(p: Process, unkept: set[int]) -> None:
+    """``p`` keeps the place of its evidence lines whose events the merged model does not keep
+    (ids in ``unkept``), as :meth:`JobModel.placed` does while a file is read."""
+    said = p.said
+    for k, v in said.items():
+        if type(v) is not int and id(v) in unkept:
+            at = place(p, v)  # type: ignore[arg-type]  # an event: not an int
+            if at is not None:
+                said[k] = at  # type: ignore[index]  # a dict once it holds an event
 
 
 def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:

@@ -63,6 +63,12 @@ class Sink(fastpath.Sink, Protocol):
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
                  direction: str | None = None) -> str | None: ...
 
+    #: kinds of the events :meth:`placed` is told of
+    placed_kinds: frozenset[str]
+
+    def placed(self, ev: E.Event) -> None:
+        """``ev``, given to :meth:`add`, now keeps its text by reference (its place in its file)."""
+
 _FRAME = rx(r'File "[^"]*", line \d+, in (\S+)')
 # Calls that block until every rank arrives: where a waiting rank's traceback points.
 _SYNC = rx(r"\b(barrier|monitored_barrier|main_process_first|wait_for_everyone|all_reduce|all_gather\w*"
@@ -271,6 +277,8 @@ class FileParser:
         self._rascii = True
         self._rchar = 0
         self._rbyte = 0
+        #: kinds whose place the sink is told of once their text is by reference (``placed``)
+        self._placed: frozenset[str] = getattr(sink, "placed_kinds", frozenset())
 
     # ------------------------------------------------------------------ public
     def parse_lines(self, lines: Iterable[tuple[int, str]]) -> Iterator[E.Event]:
@@ -305,6 +313,8 @@ class FileParser:
             where = reread.ref(self._rbyte, len(line) if line.isascii() else len(line.encode()), line)
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
+            if ev.kind in self._placed:  # a line a process keeps as evidence: it may keep the place
+                self.sink.placed(ev)  # type: ignore[union-attr]  # only set with a sink
 
     def parse_block(self, first: int, text: str, at: int = -1, lines: int = -1) -> list[E.Event]:
         """Events of a block of whole lines (``\n``-separated) starting at line ``first``.

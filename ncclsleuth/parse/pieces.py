@@ -69,6 +69,13 @@ class Recorder:
     def add(self, ev: E.Event) -> None:
         self.ops.append(ev)
 
+    #: none: a replayed event keeps its text by reference by then, and the model's ``add`` keeps
+    #: the place of an evidence line itself (``JobModel._said``)
+    placed_kinds: frozenset[str] = frozenset()
+
+    def placed(self, ev: E.Event) -> None:
+        """Not asked (:attr:`placed_kinds` is empty)."""
+
     def steps(self, evs: list[E.Event]) -> None:
         """Step lines sampled per rank in this piece: sampled again for the whole file."""
         self.ops.append((_STEPS, evs))

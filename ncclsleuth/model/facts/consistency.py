@@ -40,10 +40,12 @@ def nccl_version_mismatch(model: JobModel) -> list[NcclVersionMismatch]:
         if v == major:
             continue
         procs = vers.get(v, [])
-        evs = [p.evidence["nccl_version"] for p in procs] or \
+        # the lines quoted only (a process keeps the place of its line: made again when asked)
+        evs = [p.evidence["nccl_version"] for p in procs[:8]] or \
               [ev for ev in model.versions_unattached if ev.version == v]
-        hosts = sorted({p.host for p in procs if p.host}) or sorted({ev.source for ev in evs})
-        major_ev = ([p.evidence["nccl_version"] for p in vers.get(major, [])] or
+        hosts = sorted({p.host for p in procs if p.host}) or \
+            sorted({at[0] for p in procs if (at := p.said_at("nccl_version"))} or {ev.source for ev in evs})
+        major_ev = ([p.evidence["nccl_version"] for p in vers.get(major, [])[:1]] or
                     [ev for ev in model.versions_unattached if ev.version == major])[:1]
         out.append({"version": v, "majority": major, "hosts": ", ".join(hosts[:8]), "count": n,
                     "evidence": evs[:8] + major_ev})
@@ -88,7 +90,8 @@ def config_minority(model: JobModel) -> list[ConfigMinority]:
         if p.ib_devices:
             key = str(len(p.ib_devices))
             ibn[key].add(p.host or "?")
-            ibev.setdefault(key, p.evidence["net_ib_devices"])
+            if key not in ibev:  # the first process's line (made again where it keeps its place)
+                ibev[key] = p.evidence["net_ib_devices"]
     out.extend(_minority("number of NET/IB devices", ibn, ibev))
     gdr: dict[str, set[str]] = defaultdict(set)
     for p in procs:

@@ -134,8 +134,8 @@ def _configured_gid_index(model: JobModel) -> tuple[int, E.Event | None] | None:
     vals: dict[str, E.Event | None] = {}
     for p in model.processes.values():
         v = p.env.get("NCCL_IB_GID_INDEX")
-        if v is not None:
-            vals.setdefault(v.strip(), p.evidence.get("env:NCCL_IB_GID_INDEX"))
+        if v is not None and v.strip() not in vals:  # the first process's line of each value
+            vals[v.strip()] = p.evidence.get("env:NCCL_IB_GID_INDEX")
     for ev in model.events.get("env_setting", ()):
         if getattr(ev, "name", "") == "NCCL_IB_GID_INDEX":
             vals.setdefault(str(getattr(ev, "value", "")).strip(), ev)

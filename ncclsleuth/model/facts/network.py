@@ -97,15 +97,17 @@ def bad_interface(model: JobModel) -> list[BadInterface]:
     if single_host(model):
         return out
     for p in model.processes.values():
-        for where, ifaces, ev in (("bootstrap", p.bootstrap, p.evidence.get("bootstrap_iface")
-                                   or p.evidence.get("net_ib_devices")),
-                                  ("socket", p.socket_ifaces, p.evidence.get("net_socket_ifaces"))):
+        for where, ifaces, keys in (("bootstrap", p.bootstrap, ("bootstrap_iface", "net_ib_devices")),
+                                    ("socket", p.socket_ifaces, ("net_socket_ifaces",))):
             for i in ifaces:
                 why = iface_problem(i.name, i.addr)
-                if why is None or ev is None:
+                named = next((k for k in keys if k in p.said), None)  # the line that named them
+                if why is None or named is None:
                     continue
                 first = ifaces[0] is i
-                iev = p.evidence.get("iface:" + i.name, ev)
+                # the line quoted: the interface's own, else that one (asked here only: a process
+                # keeps the place of its lines, made again when asked)
+                iev = p.evidence["iface:" + i.name if "iface:" + i.name in p.said else named]
                 alts = [a for a in _good_alternatives(model, p.host) if a != i.name]
                 out.append({"host": p.host or "?", "pid": p.pid, "iface": i.name, "addr": i.addr or "",
                             "where": where, "reason": why, "first": first,
@@ -129,14 +131,24 @@ def _ifname_matches(value: str, names: set[str]) -> bool:
 
 
 def _settings(model: JobModel, name: str) -> list[E.Event]:
-    """The lines setting ``name``: the kept ``env_setting`` events, then the processes' own (events
-    are kept up to a number per kind: at 16,384 ranks with two settings each, later ranks' lines
-    are only in their process's evidence)."""
+    """The lines setting ``name``: the kept ``env_setting`` events, then of the processes' own the
+    first line of each value not among them, in input order (events are kept up to a number per
+    kind: at 16,384 ranks with two settings each, later ranks' lines are only in their process's
+    evidence, most as their place: only the lines read are made again).  Its reader takes the
+    first line of each value."""
     out = [ev for ev in model.events.get("env_setting", ()) if getattr(ev, "name", "") == name]
-    kept = {id(ev) for ev in out}
-    more = [ev for p in model.processes.values()
-            if (ev := p.evidence.get("env:" + name)) is not None and id(ev) not in kept]
-    return out + sorted(more, key=model.order_key)
+    kept = {(ev.source, ev.line) for ev in out}
+    first: dict[str, tuple[tuple[int, int], Process]] = {}
+    key = "env:" + name
+    for p in model.processes.values():
+        at = p.said_at(key)
+        if at is None or at in kept:
+            continue
+        value = str(p.env.get(name, "")).strip()
+        order = model.order_at(*at)
+        if value not in first or order < first[value][0]:
+            first[value] = (order, p)
+    return out + [p.evidence[key] for _, p in sorted(first.values(), key=lambda t: t[0])]
 
 
 @fact(IfnameUnseen)

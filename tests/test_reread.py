@@ -167,18 +167,32 @@ def test_an_interleaved_files_last_lines_keep_their_text(tmp_path, monkeypatch):
     assert sorted(ev.text for ev in lasts) == [f"[rank{r}]: step 2 loss 0.5" for r in range(4)]
 
 
-def _said_events(model: object) -> dict[tuple[object, str], dict]:
-    """(process key, evidence key) -> the evidence line's event as a dict, made again where placed."""
-    return {(k, key): p.evidence[key].to_dict() for k, p in model.processes.items()  # type: ignore[attr-defined]
-            for key in p.said}
+def _said_events(model: object) -> dict[tuple[object, object], dict]:
+    """(process key, evidence key) -> the evidence line's event as a dict, and (communicator, rank) ->
+    its ``Init timings`` line's event as a dict with the total and phases kept beside it; each made
+    again where placed."""
+    out = {(k, key): p.evidence[key].to_dict() for k, p in model.processes.items()  # type: ignore[attr-defined]
+           for key in p.said}
+    for c in model.comms.values():  # type: ignore[attr-defined]
+        for r, st in c.ranks.items():
+            if st.timed is not None:
+                out[(c.key, r)] = {**st.timings.to_dict(), "kept": (st.init_total, st.init_phases)}
+    return out
+
+
+def _placed(model: object) -> int:
+    return (sum(type(v) is int for pr in model.processes.values() for v in pr.said.values())  # type: ignore[attr-defined]
+            + sum(type(st.timed) is int for c in model.comms.values() for st in c.ranks.values()))  # type: ignore[attr-defined]
 
 
 def test_evidence_lines_past_the_bound_are_kept_by_place_and_made_again_as_they_were(monkeypatch):
     """Before: a process kept the event of each line it set a value from (its NCCL version, network,
-    interfaces, settings: six a rank, ~1.4 KB with their integers), also where the model keeps no
-    other event of it.  Now its place (one integer); a fact asking for it gets the event the parser
-    makes again from the line.  On every fixture and corpus log, with no event kept by the model
-    (``KEEP_PER_KIND`` 0), each made again is the event kept with places off, field for field."""
+    interfaces, settings: six a rank, ~1.4 KB with their integers), and a rank state its ``Init
+    timings`` line's (three a rank), also where the model keeps no other event of them.  Now their
+    place (one integer; a rank state its total and phases beside it); a fact asking for the line
+    gets the event the parser makes again from it.  On every fixture and corpus log, with no event
+    kept by the model (``KEEP_PER_KIND`` 0), each made again is the event kept with places off,
+    field for field."""
     from ncclsleuth.model import job as J
     from ncclsleuth.model import merge as MG
 
@@ -186,12 +200,13 @@ def test_evidence_lines_past_the_bound_are_kept_by_place_and_made_again_as_they_
     monkeypatch.setattr(J, "KEEP_PER_KIND", 0)
     monkeypatch.setattr(MG, "KEEP_PER_KIND", 0)
     placed = {p: api.build([p], api.Options(jobs=1, shared_cache=False)).model for p in paths}
-    n = sum(type(v) is int for m in placed.values() for pr in m.processes.values() for v in pr.said.values())
+    n = sum(map(_placed, placed.values()))
+    timed = sum(type(st.timed) is int for m in placed.values() for c in m.comms.values() for st in c.ranks.values())
     monkeypatch.setattr(J, "place", lambda p, ev: None)
     monkeypatch.setattr(MG, "place", lambda p, ev: None)
     differ = [p for p, m in placed.items()
               if _said_events(m) != _said_events(api.build([p], api.Options(jobs=1, shared_cache=False)).model)]
-    assert differ == [] and n > 300
+    assert differ == [] and n > 300 and timed > 50
 
 
 def _minority_job(tmp_path) -> tuple[object, list[str]]:
@@ -269,3 +284,28 @@ def test_a_place_is_its_processs_file_s_a_merge_from_another_file_makes_the_even
     moved = said["env:NCCL_SOCKET_IFNAME"]
     assert not isinstance(moved, int) and (moved.source, moved.line, moved.value) == (str(b), 2, "ib0")
     assert ma.processes[("h1", 7)].evidence["env:NCCL_IB_HCA"].text == a.read_text().rstrip("\n")
+
+
+def test_a_timing_place_is_read_in_its_starts_file_a_merge_from_another_file_makes_the_event(tmp_path, monkeypatch):
+    """A rank state keeps its ``Init timings`` line's place where its Init START line is of the same
+    file (the place is read in that file), its total and phases beside it.  Merged into the rank
+    state of another file's START, the line is kept as its event."""
+    from ncclsleuth.model import merge as MG
+
+    monkeypatch.setattr(reread, "_PATHS", {})
+    start = ("{h}:7:8 [0] NCCL INFO ncclCommInitRank comm 0x5555 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 "
+             "commId 0xabc - Init START")
+    timed = ("{h}:7:8 [0] NCCL INFO Init timings - ncclCommInitRank: rank 0 nranks 2 total 3.09 (kernels 0.15, "
+             "alloc 0.02, bootstrap 2.46, allgathers 0.07, topo 0.23, graphs 0.02, connections 0.00, rest 0.14)")
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text(start.format(h="h1") + "\n", encoding="utf-8")
+    b.write_text(start.format(h="h2") + "\n" + timed.format(h="h2") + "\n", encoding="utf-8")
+    ma, mb = (api.build([str(p)], api.Options(jobs=1, shared_cache=False)).model for p in (a, b))
+    (st_b,) = mb.comms["0xabc"].ranks.values()
+    assert type(st_b.timed) is int and st_b.init_total == 3.09 and dict(st_b.init_phases)["bootstrap"] == 2.46
+    assert (st_b.timings.source, st_b.timings.line, st_b.timings.total) == (str(b), 2, 3.09)  # type: ignore[union-attr]
+    MG.merge(ma, mb)
+    (st,) = ma.comms["0xabc"].ranks.values()
+    assert st.start.source == str(a) and not isinstance(st.timed, int)  # type: ignore[union-attr]
+    assert (st.timed.source, st.timed.line, st.timed.text) == (str(b), 2, timed.format(h="h2"))  # type: ignore[union-attr]
+    assert (st.init_total, st.init_phases) == (st_b.init_total, st_b.init_phases)

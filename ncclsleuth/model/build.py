@@ -21,11 +21,19 @@ from . import job
 from .job import JobModel
 
 if TYPE_CHECKING:  # a file parsed whole (every paste, every per-rank file) never loads the pieces' code
+    from ..events import Event
     from ..parse.pieces import Piece
 
-#: a process's evidence lines kept by their place are made again by the parser (the model does not
+
+def _made_again(source: str, line: int, where: int, kind: str) -> Event:
+    """A line kept by its place made an event again (:func:`ncclsleuth.parse.again.event`), with the
+    shape cache the files were read with where there is one (warm: its shapes in memory)."""
+    return again.event(source, line, where, kind, _CACHES.get(True) or _CACHES.get(False))
+
+
+#: the lines a model keeps by their place are made events again by the parser (the model does not
 #: import the parse stage; every model that keeps places is built here or merged from those)
-job.make_again = again.event
+job.make_again = _made_again
 
 
 def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None,

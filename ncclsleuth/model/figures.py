@@ -72,7 +72,7 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
             "truncated": bool(c.ring_truncated),
         })
     init: list[dict[str, Any]] = []
-    timed = [c for c in comms if any(st.timings is not None or (st.start is not None and st.complete is not None)
+    timed = [c for c in comms if any(st.timed is not None or (st.start is not None and st.complete is not None)
                                      for st in c.ranks.values())]
     if timed:
         c = timed[0]
@@ -80,15 +80,15 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
         for r, st in sorted(c.ranks.items()):
             t0 = _ts_seconds(st.start.ts) if st.start else None
             t1 = _ts_seconds(st.complete.ts) if st.complete else None
-            phases: list[list[Any]] = [[name, float(v)] for name, v in (st.timings.phases if st.timings else ())]
+            phases: list[list[Any]] = [[name, float(v)] for name, v in st.init_phases]
             row: dict[str, Any] = {"comm": c.key, "rank": r, "host": st.host, "phases": phases,
                                    "offset": None, "duration": None, "source": None}
             if t0 is not None and t1 is not None and t1 >= t0:
                 row.update(offset=t0, duration=round(t1 - t0, 6), source="timestamps")
                 if phases and abs(sum(p[1] for p in phases) - (t1 - t0)) > max(1.0, 0.2 * (t1 - t0)):
                     row["phases"] = []  # phases would not fit the measured bar
-            elif st.timings is not None and st.timings.total is not None:
-                row.update(offset=0.0, duration=float(st.timings.total), source="timings")
+            elif st.timed is not None:
+                row.update(offset=0.0, duration=float(st.init_total), source="timings")
             rows.append(row)
         starts = [row["offset"] for row in rows if row["source"] == "timestamps"]
         base = min(starts) if starts else 0.0

@@ -98,21 +98,22 @@ _NONE_SET: Mapping[str, Any] = _Unset()
 #: an evidence line kept by its place: ``line << PLACE_BITS | reference`` (:func:`place`); a
 #: reference of a byte offset past 2**42 (4 TiB) does not fit: its event is kept
 PLACE_BITS = 80
-#: kinds a process keeps lines of as its evidence (:attr:`Process.said`): ``_EVIDENCE_KINDS``, its
-#: settings' lines and its socket interfaces' lines.  The parser tells the model their place once
-#: the model has them (``placed``).
+#: kinds of the lines kept by their place where the model keeps no event of them: a process's
+#: evidence lines (:attr:`Process.said`: ``_EVIDENCE_KINDS``, its settings' lines and its socket
+#: interfaces' lines) and a rank's ``Init timings`` line (:attr:`RankState.timed`).  The parser
+#: tells the model their place once the model has them (``placed``).
 PLACED_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
-                          "net_selected", "env_setting", "net_socket_ifaces"})
+                          "net_selected", "env_setting", "net_socket_ifaces", "init_timings"})
 
 
-def place(p: Process, ev: E.Event) -> int | None:
-    """Where ``p`` may keep evidence line ``ev`` instead of its event (``line << PLACE_BITS |``
+def place(source: str, ev: E.Event) -> int | None:
+    """Where a line of ``source`` may be kept instead of its event ``ev`` (``line << PLACE_BITS |``
     its reference), None where its event must stay: its text is kept (not by reference), it is
     another file's, or it is not an NCCL ``INFO`` line with its own prefix (host and pid), the
     lines whose event is made again from their text alone (:mod:`ncclsleuth.parse.again`)."""
     where = ev._text  # type: ignore[attr-defined]  # the slot behind Event.text
     if (where.__class__ is not int or where >> PLACE_BITS or ev.level != "INFO" or ev.host is None
-            or ev.pid is None or ev.source != p.source):
+            or ev.pid is None or ev.source != source):
         return None
     return ev.line << PLACE_BITS | where
 
@@ -289,9 +290,31 @@ class RankState:
     start: E.CommInit | None = None
     #: its Init COMPLETE line: a :class:`Done` where ``start`` is kept, else the event
     complete: E.CommInit | Done | None = None
-    timings: E.InitTimings | None = None
+    #: its ``Init timings`` line: the event, or where ``start`` is of the same file and the model
+    #: keeps no event of it (analyze keeps none: ``UNREAD_KINDS``), its place (:func:`place`, read
+    #: in ``start``'s file; the event made again when asked: :attr:`timings`).  What every rank's is
+    #: read for (the init facts, the timeline, the summary) is kept beside it: ``init_total``,
+    #: ``init_phases``.  ~220 bytes where the event was kept with its ints, three a rank
+    timed: E.InitTimings | int | None = None
+    init_total: float = 0.0
+    init_phases: tuple[tuple[str, float], ...] = ()
     local_rank: int | None = None
     nnodes: int | None = None
+
+    @property
+    def timings(self) -> E.InitTimings | None:
+        """The event of its ``Init timings`` line (made again from the line where it keeps its place)."""
+        t = self.timed
+        if type(t) is not int:
+            return t  # type: ignore[return-value]
+        assert self.start is not None and make_again is not None  # a place is kept only with both
+        return make_again(self.start.source, t >> PLACE_BITS, t & _PLACE_MASK, "init_timings")  # type: ignore[return-value]
+
+    def time(self, ev: E.InitTimings, at: int | None) -> None:
+        """Its ``Init timings`` line ``ev``: kept as its place ``at`` (None: the event), with its
+        total and phases."""
+        self.timed = ev if at is None else at
+        self.init_total, self.init_phases = ev.total, ev.phases
 
     def init_event(self) -> E.CommInit | None:
         """The event of one of its Init lines, as evidence: the start, else the Init COMPLETE line."""
@@ -416,6 +439,10 @@ class JobModel:
         self.n_hops = 0
         #: lines whose process, communicator, rank or hop was past its bound (not tracked)
         self.untracked: Counter[str] = Counter()
+        #: the rank state the last ``Init timings`` line went to, the process the last evidence
+        #: line went to (:meth:`placed`)
+        self._timed: RankState | None = None
+        self._evid: Process | None = None
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -457,14 +484,20 @@ class JobModel:
     placed_kinds = PLACED_KINDS
 
     def _said(self, p: Process, ev: E.Event) -> E.Event | int:
-        """What ``p`` keeps of evidence line ``ev`` (being added): its place where it already
-        keeps its text by reference (a line replayed or merged) and the model keeps no event of
-        it, else the event (:meth:`placed` may replace it by its place)."""
+        """What ``p`` keeps of evidence line ``ev`` (being added): its place or the event (:meth:`_place_of`)."""
+        self._evid = p
+        if ev._text.__class__ is not int:  # type: ignore[attr-defined]  # read as text: placed() may place it
+            return ev
+        at = self._place_of(p.source, ev)
+        return ev if at is None else at
+
+    def _place_of(self, source: str, ev: E.Event) -> int | None:
+        """The place of line ``ev`` of ``source`` (being added) where it already keeps its text by
+        reference (a line replayed or merged) and the model keeps no event of it; else None: its
+        event is kept (and :meth:`placed` may replace it by its place once the parser has it)."""
         if ev._text.__class__ is int and self._unkept(ev.kind, ev.is_problem):  # type: ignore[attr-defined]
-            at = place(p, ev)
-            if at is not None:
-                return at
-        return ev
+            return place(source, ev)
+        return None
 
     def _unkept(self, kind: str, problem: bool) -> bool:
         """Whether an event of ``kind`` being added is not kept among :attr:`events` (as ``add``
@@ -474,19 +507,25 @@ class JobModel:
 
     def placed(self, ev: E.Event) -> None:
         """The parser's word that ``ev``, just added, keeps its text by reference now: its process
-        keeps the line's place instead of the event where it is evidence and nothing else keeps the
-        event (:attr:`events`): ~230 bytes a line, six lines a rank (:mod:`ncclsleuth.parse.again`)."""
-        p = self.processes.get((ev.host or ev.source, ev.pid))
-        if p is None or not p.said:
-            return
+        (where it is evidence) or its rank state (an ``Init timings`` line) keeps the line's place
+        instead of the event where nothing else keeps the event (:attr:`events`): ~220 bytes a
+        line, nine lines a rank (:mod:`ncclsleuth.parse.again`)."""
         bucket = self.events.get(ev.kind)
         if bucket and bucket[-1] is ev:  # kept: add just appended it
+            return
+        if ev.kind == "init_timings":
+            st = self._timed
+            if st is not None and st.timed is ev and st.start is not None:
+                st.time(ev, place(st.start.source, ev))
+            return
+        p = self._evid  # the process the last evidence line went to (``add`` has just given it ev)
+        if p is None:
             return
         said = p.said
         at: int | None = None
         for key, v in said.items():
             if v is ev:
-                at = at if at is not None else place(p, ev)
+                at = at if at is not None else place(p.source, ev)
                 if at is None:
                     return
                 said[key] = at  # type: ignore[index]  # a dict once it holds an event
@@ -926,7 +965,8 @@ def _h_timings(m: JobModel, ev: E.InitTimings, p: Process | None) -> None:
     if ev.comm_rank is None:
         return
     key = m._proc_comm.get(_pkey(ev)) or _comm_key(ev)
-    _rank(m, key, ev.comm_rank, ev).timings = ev
+    st = m._timed = _rank(m, key, ev.comm_rank, ev)
+    st.time(ev, m._place_of(st.start.source, ev) if st.start is not None else None)
 
 
 def _h_info(m: JobModel, ev: E.CommInfo, p: Process | None) -> None:

@@ -33,7 +33,7 @@ def summarize(model: JobModel) -> dict[str, Any]:
     for c in sorted(model.comms.values(), key=lambda c: (-(c.nranks or 0), c.key)):
         if c.key == "unknown":
             continue
-        totals = [r.timings.total for r in c.ranks.values() if r.timings]
+        totals = [r.init_total for r in c.ranks.values() if r.timed is not None]
         comms.append({"comm": c.key, "nranks": c.nranks, "ranks_seen": len(c.ranks),
                       "init_complete": sum(1 for r in c.ranks.values() if r.complete is not None),
                       "init_max_s": round(max(totals), 3) if totals else None,

@@ -18,6 +18,7 @@ from collections import OrderedDict
 
 from .. import events as E
 from ..util import reread
+from .grammar import ShapeCache
 
 #: events made again and kept (a fact asks one process's lines several times in a row)
 _MAX_MADE = 256
@@ -25,9 +26,11 @@ _MADE: OrderedDict[tuple[str, int, int, str], E.Event] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def event(source: str, line: int, where: int, kind: str) -> E.Event:
+def event(source: str, line: int, where: int, kind: str, shapes: ShapeCache | None = None) -> E.Event:
     """The ``kind`` event of line ``line`` of ``source`` (kept by reference ``where``: see
-    :func:`ncclsleuth.util.reread.ref`), made again by the parser from the line read again.
+    :func:`ncclsleuth.util.reread.ref`), made again by the parser from the line read again, with
+    the shape cache ``shapes`` (the one the files were read with: warm, its shapes in memory; a
+    parser with a fresh cache read the template store from disk for each line, 130 us a line).
 
     The same object while it is among the last few asked for (facts dedupe evidence by it).
     A line that no longer reads as it did (the file changed) gives an event of the kind whose
@@ -38,7 +41,7 @@ def event(source: str, line: int, where: int, kind: str) -> E.Event:
         if got is not None:
             _MADE.move_to_end(key)
             return got
-    got = _make(source, line, where, kind)
+    got = _make(source, line, where, kind, shapes)
     with _LOCK:
         _MADE[key] = got
         if len(_MADE) > _MAX_MADE:
@@ -46,11 +49,11 @@ def event(source: str, line: int, where: int, kind: str) -> E.Event:
     return got
 
 
-def _make(source: str, line: int, where: int, kind: str) -> E.Event:
+def _make(source: str, line: int, where: int, kind: str, shapes: ShapeCache | None) -> E.Event:
     from .lines import FileParser  # the parser's import chain is not every caller's
 
     text = reread.line(source, where, line)
-    fp = FileParser(source, keep_text=False, use_catalog=False)  # as analyze read it
+    fp = FileParser(source, shapes, keep_text=False, use_catalog=False)  # as analyze read it
     cls = E.REGISTRY[kind]
     for ev in (*fp.parse_line(line, text), *fp.finish()):
         if type(ev) is cls and ev.line == line:

@@ -166,14 +166,14 @@ def run_facts(model: Any) -> tuple[dict[str, tuple[str, dict[str, list[str]]]], 
             facts["rings"] = ("topology", {", ".join(f"{k} x{v}" for k, v in sorted(shapes.items())): []})
         if big.transports:
             facts["transports"] = ("topology", {", ".join(sorted(big.transports)): []})
-        tim = [r.timings for r in big.ranks.values() if r.timings]
+        tim = [r for r in big.ranks.values() if r.timed is not None]
         if tim:
-            totals = [t.total for t in tim]
+            totals = [r.init_total for r in tim]
             numbers["init time total (median s)"] = statistics.median(totals)
             numbers["init time total (max s)"] = max(totals)
             phases: dict[str, list[float]] = {}
-            for t in tim:
-                for name, v in t.phases:
+            for r in tim:
+                for name, v in r.init_phases:
                     phases.setdefault(name, []).append(v)
             for name, vs in phases.items():
                 numbers[f"init time {name} (median s)"] = statistics.median(vs)

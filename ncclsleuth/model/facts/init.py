@@ -76,34 +76,34 @@ def init_timing(model: JobModel) -> list[InitTiming]:
     """Per communicator: init duration, slowest rank/host/phase, and outliers."""
     out: list[InitTiming] = []
     for c in model.comms.values():
-        timed = [r for r in c.ranks.values() if r.timings is not None]
+        # every rank's total and phases are kept beside its line (its event made again for the one quoted)
+        timed = [r for r in c.ranks.values() if r.timed is not None]
         if not timed:
             continue
-        totals = [r.timings.total for r in timed]  # type: ignore[union-attr]
-        slow = max(timed, key=lambda r: r.timings.total)  # type: ignore[union-attr]
+        totals = [r.init_total for r in timed]
+        slow = max(timed, key=lambda r: r.init_total)
         med = median(totals)
-        phases = dict(slow.timings.phases)  # type: ignore[union-attr]
+        phases = dict(slow.init_phases)
         dom = max(phases, key=lambda k: phases[k]) if phases else "?"
         host_tot: dict[str, list[float]] = defaultdict(list)
         for r in timed:
-            host_tot[r.host or "?"].append(r.timings.total)  # type: ignore[union-attr]
+            host_tot[r.host or "?"].append(r.init_total)
         host_med = median([max(v) for v in host_tot.values()])
         slow_host = max(host_tot, key=lambda h: max(host_tot[h]))
         outlier = len(host_tot) >= 3 and max(host_tot[slow_host]) > max(3 * host_med, host_med + 5)
-        boot_share = phases.get("bootstrap", 0) / slow.timings.total if slow.timings.total else 0  # type: ignore[union-attr]
-        others_phase = [dict(r.timings.phases).get(dom, 0.0) for r in timed  # type: ignore[union-attr]
-                        if (r.host or "?") != slow_host]
+        boot_share = phases.get("bootstrap", 0) / slow.init_total if slow.init_total else 0
+        others_phase = [dict(r.init_phases).get(dom, 0.0) for r in timed if (r.host or "?") != slow_host]
         phase_med = median(others_phase) if others_phase else 0.0
-        out.append({"comm": c.key, "nranks": c.nranks, "timed": len(timed), "max_s": round(slow.timings.total, 2),  # type: ignore[union-attr]
+        out.append({"comm": c.key, "nranks": c.nranks, "timed": len(timed), "max_s": round(slow.init_total, 2),
                     "median_s": round(med, 2), "slow_rank": slow.rank, "slow_host": slow.host or "?",
                     "phase": dom, "phase_s": round(phases.get(dom, 0.0), 2),
                     "bootstrap_share": round(boot_share, 2),
                     "ratio": round(max(host_tot[slow_host]) / host_med, 1) if host_med else 0.0,
                     "phase_ratio": round(phases.get(dom, 0.0) / phase_med, 1) if phase_med else "?",
                     "outlier": outlier,
-                    "any_flag": outlier or (boot_share > 0.5 and slow.timings.total > 5),  # type: ignore[union-attr]
-                    "bootstrap_dominates": boot_share > 0.5 and slow.timings.total > 5,  # type: ignore[union-attr]
-                    "evidence": [slow.timings] if slow.timings is not None else []})
+                    "any_flag": outlier or (boot_share > 0.5 and slow.init_total > 5),
+                    "bootstrap_dominates": boot_share > 0.5 and slow.init_total > 5,
+                    "evidence": [t] if (t := slow.timings) is not None else []})
     return out
 
 

@@ -9,7 +9,9 @@ folded, no NUL removed, no line cut), the parser replaces the event's text by
 its place in the file (:func:`ref`: byte offset, length and a check of its text, one integer)
 once the model
 has the event (``FileParser._detach``); :attr:`ncclsleuth.events.base.Event.text` reads
-it back (:func:`line`).
+it back (:func:`line`).  Where nothing but a process's or a rank's field would keep the event
+(its evidence lines, its ``Init timings``), the model keeps the place alone and the parser makes
+the event again from the line when it is asked for (:mod:`ncclsleuth.parse.again`).
 
 Only files this process registered before parsing (:func:`register`, by ``api`` for the
 inputs it found; forked workers inherit the table) are read back, so an engine whose

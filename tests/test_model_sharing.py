@@ -76,14 +76,15 @@ def test_an_init_complete_after_its_start_is_kept_as_its_line_and_time():
     (comm,) = model.comms.values()
     a, b = comm.ranks[0], comm.ranks[1]
     assert isinstance(a.start, CommInit) and a.start.phase == "START" and a.start.line == 1
-    assert type(a.complete) is Done and a.complete.start is a.start and a.complete.line == 3
+    assert type(a.complete) is Done and a.complete.state is a and a.complete.line == 3
     assert (a.start.ts, a.complete.ts) == ("2025-01-01 10:00:01.5", "2025-01-01 10:00:05.25")
     assert (a.complete.source, a.complete.host, a.complete.pid) == ("job.log", "node1", 10)
     assert a.init_event() is a.start
-    assert b.start is None and isinstance(b.complete, CommInit) and b.complete.phase == "COMPLETE"
+    assert b.began is None and b.start is None and isinstance(b.complete, CommInit) and b.complete.phase == "COMPLETE"
     assert b.init_event() is b.complete
     again = pickle.loads(pickle.dumps(a))
-    assert type(again.complete) is Done and again.complete.line == 3 and again.complete.start is again.start
+    assert type(again.complete) is Done and again.complete.line == 3 and again.complete.state is again
+    assert (again.complete.source, again.complete.host, again.complete.pid) == ("job.log", "node1", 10)
 
 
 def test_a_communicators_tree_edges_are_kept_as_rank_and_parent_pairs():

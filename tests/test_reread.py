@@ -177,20 +177,28 @@ def _said_events(model: object) -> dict[tuple[object, object], dict]:
         for r, st in c.ranks.items():
             if st.timed is not None:
                 out[(c.key, r)] = {**st.timings.to_dict(), "kept": (st.init_total, st.init_phases)}
+            if st.began is not None:
+                out[(c.key, r, "start")] = {**st.start.to_dict(), "kept": (st.source, st.start_phase, st.start_ts),
+                                            "where": st.start_where()}
+            if st.complete is not None:
+                out[(c.key, r, "complete")] = {k: getattr(st.complete, k) for k in ("source", "line", "ts", "host", "pid")}
     return out
 
 
 def _placed(model: object) -> int:
     return (sum(type(v) is int for pr in model.processes.values() for v in pr.said.values())  # type: ignore[attr-defined]
-            + sum(type(st.timed) is int for c in model.comms.values() for st in c.ranks.values()))  # type: ignore[attr-defined]
+            + sum((type(st.timed) is int) + (type(st.began) is int)
+                  for c in model.comms.values() for st in c.ranks.values()))  # type: ignore[attr-defined]
 
 
 def test_evidence_lines_past_the_bound_are_kept_by_place_and_made_again_as_they_were(monkeypatch):
     """Before: a process kept the event of each line it set a value from (its NCCL version, network,
     interfaces, settings: six a rank, ~1.4 KB with their integers), and a rank state its ``Init
-    timings`` line's (three a rank), also where the model keeps no other event of them.  Now their
-    place (one integer; a rank state its total and phases beside it); a fact asking for the line
-    gets the event the parser makes again from it.  On every fixture and corpus log, with no event
+    timings`` and Init START lines' (three a rank each), also where the model keeps no other event
+    of them.  Now their place (one integer; a rank state the timings' total and phases, the start's
+    file, phase and time beside it); a fact asking for the line gets the event the parser makes
+    again from it, and where it was printed (``start_where``) and an Init COMPLETE line kept as its
+    line and time (``Done``) read the same as with the event kept.  On every fixture and corpus log, with no event
     kept by the model (``KEEP_PER_KIND`` 0), each made again is the event kept with places off,
     field for field."""
     from ncclsleuth.model import job as J
@@ -202,11 +210,12 @@ def test_evidence_lines_past_the_bound_are_kept_by_place_and_made_again_as_they_
     placed = {p: api.build([p], api.Options(jobs=1, shared_cache=False)).model for p in paths}
     n = sum(map(_placed, placed.values()))
     timed = sum(type(st.timed) is int for m in placed.values() for c in m.comms.values() for st in c.ranks.values())
+    began = sum(type(st.began) is int for m in placed.values() for c in m.comms.values() for st in c.ranks.values())
     monkeypatch.setattr(J, "place", lambda p, ev: None)
     monkeypatch.setattr(MG, "place", lambda p, ev: None)
     differ = [p for p, m in placed.items()
               if _said_events(m) != _said_events(api.build([p], api.Options(jobs=1, shared_cache=False)).model)]
-    assert differ == [] and n > 300 and timed > 50
+    assert differ == [] and n > 300 and timed > 50 and began > 100
 
 
 def _minority_job(tmp_path) -> tuple[object, list[str]]:
@@ -309,3 +318,33 @@ def test_a_timing_place_is_read_in_its_starts_file_a_merge_from_another_file_mak
     assert st.start.source == str(a) and not isinstance(st.timed, int)  # type: ignore[union-attr]
     assert (st.timed.source, st.timed.line, st.timed.text) == (str(b), 2, timed.format(h="h2"))  # type: ignore[union-attr]
     assert (st.init_total, st.init_phases) == (st_b.init_total, st_b.init_phases)
+
+
+def test_a_placed_start_is_of_its_rank_states_process_merged_into_another_process_state_it_is_made(
+        tmp_path, monkeypatch):
+    """A rank state keeps its Init START line's place where the line is of the process it was made
+    for (its host and pid are the line's), with the file, phase and time beside it; an Init COMPLETE
+    line after it is its line and time (``Done``).  Merged into the state of the same rank made by
+    another process (a relaunch's log with the same communicator), the start is kept as its event."""
+    from ncclsleuth.model import job as J
+    from ncclsleuth.model import merge as MG
+
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(J, "KEEP_PER_KIND", 0)
+    monkeypatch.setattr(MG, "KEEP_PER_KIND", 0)
+    line = ("{h}:{p}:8 [0] NCCL INFO ncclCommInitRank comm 0x5555 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 "
+            "commId 0xabc - Init {phase}")
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text("h1:7:8 [0] NCCL INFO cudaDriverVersion 12040\n", encoding="utf-8")
+    b.write_text("\n".join(line.format(h="h2", p=9, phase=ph) for ph in ("START", "COMPLETE")) + "\n", encoding="utf-8")
+    ma, mb = (api.build([str(p)], api.Options(jobs=1, shared_cache=False)).model for p in (a, b))
+    (st_b,) = mb.comms["0xabc"].ranks.values()
+    assert type(st_b.began) is int and (st_b.source, st_b.start_phase) == (str(b), "START")
+    assert st_b.start_where() == (str(b), "h2", 9) and st_b.start.text == line.format(h="h2", p=9, phase="START")  # type: ignore[union-attr]
+    assert type(st_b.complete) is J.Done and (st_b.complete.source, st_b.complete.line, st_b.complete.pid) == (str(b), 2, 9)
+    mine = J.RankState("0xabc", 0, host="h1", pid=7)  # the rank as process h1:7 printed it (its Init lines cut off)
+    ma.comms["0xabc"] = J.Comm("0xabc", ranks={0: mine})
+    MG.merge(ma, mb)
+    assert mine.began is not None and not isinstance(mine.began, int)
+    assert (mine.began.source, mine.began.line, mine.began.host, mine.began.pid) == (str(b), 1, "h2", 9)
+    assert mine.start_where() == (str(b), "h2", 9) and mine.start_phase == "START"

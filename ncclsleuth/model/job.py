@@ -100,10 +100,11 @@ _NONE_SET: Mapping[str, Any] = _Unset()
 PLACE_BITS = 80
 #: kinds of the lines kept by their place where the model keeps no event of them: a process's
 #: evidence lines (:attr:`Process.said`: ``_EVIDENCE_KINDS``, its settings' lines and its socket
-#: interfaces' lines) and a rank's ``Init timings`` line (:attr:`RankState.timed`).  The parser
+#: interfaces' lines), a rank's ``Init timings`` line (:attr:`RankState.timed`) and its Init START
+#: line (:attr:`RankState.began`).  The parser
 #: tells the model their place once the model has them (``placed``).
 PLACED_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
-                          "net_selected", "env_setting", "net_socket_ifaces", "init_timings"})
+                          "net_selected", "env_setting", "net_socket_ifaces", "init_timings", "comm_init"})
 
 
 def place(source: str, ev: E.Event) -> int | None:
@@ -236,43 +237,43 @@ class Process:
 
 
 class Done:
-    """A rank's ``Init COMPLETE`` line where its ``Init START`` line (``start``) is kept: its
-    line and time, and its file and process read through the start (the same, or it is kept as
-    its event).  What is read of an Init COMPLETE line is whether there was one, where (the
-    phase of a process's later lines) and when (the init timeline); the rest of its event
-    repeated its start's (``src/init.cc``, 2.18.3-2.30, where the START line was added: both
-    lines print the same comm, rank, nranks, devices and busId, then commId, or a split's parent,
-    color and key; 2.29+ may put ``[Rank N]`` before START's).  56 bytes where its event was ~230
-    with its reference: a 100,000-rank job of three communicators kept 300,000 such events."""
+    """A rank's ``Init COMPLETE`` line where its ``Init START`` line says where it was printed: its
+    line and time, and its file and process read through its rank state (``state``: its start's, the
+    same, or the line is kept as its event).  What is read of an Init COMPLETE line is whether there
+    was one, where (the phase of a process's later lines) and when (the init timeline); the rest of
+    its event repeated its start's (``src/init.cc``, 2.18.3-2.30, where the START line was added:
+    both lines print the same comm, rank, nranks, devices and busId, then commId, or a split's
+    parent, color and key; 2.29+ may put ``[Rank N]`` before START's).  56 bytes where its event was
+    ~230 with its reference: a 100,000-rank job of three communicators kept 300,000 such events."""
 
-    __slots__ = ("start", "line", "ts")
+    __slots__ = ("state", "line", "ts")
 
-    def __init__(self, start: E.CommInit, line: int, ts: str | None) -> None:
-        self.start = start
+    def __init__(self, state: RankState, line: int, ts: str | None) -> None:
+        self.state = state
         self.line = line
         self.ts = ts
 
     @property
     def source(self) -> str:
-        return self.start.source
+        return self.state.start_where()[0]  # type: ignore[return-value]  # a Done has a start
 
     @property
     def host(self) -> str | None:
-        return self.start.host
+        return self.state.start_where()[1]
 
     @property
     def pid(self) -> int | None:
-        return self.start.pid
+        return self.state.start_where()[2]
 
     def __repr__(self) -> str:
-        return f"Done(line={self.line}, ts={self.ts!r}, start line {self.start.line})"
+        return f"Done(line={self.line}, ts={self.ts!r})"
 
 
-def _complete(start: E.CommInit | None, ev: E.CommInit) -> E.CommInit | Done:
-    """What a rank state keeps of its Init COMPLETE event ``ev``: a :class:`Done` where its start
+def _complete(st: RankState, ev: E.CommInit) -> E.CommInit | Done:
+    """What rank state ``st`` keeps of its Init COMPLETE event ``ev``: a :class:`Done` where its start
     says where it was printed, else the event."""
-    if start is not None and start.source == ev.source and start.host == ev.host and start.pid == ev.pid:
-        return Done(start, ev.line, ev.ts)
+    if st.began is not None and st.start_where() == (ev.source, ev.host, ev.pid):
+        return Done(st, ev.line, ev.ts)
     return ev
 
 
@@ -287,12 +288,21 @@ class RankState:
     pid: int | None = None
     cuda_dev: int | None = None
     bus_id: str | None = None
-    start: E.CommInit | None = None
-    #: its Init COMPLETE line: a :class:`Done` where ``start`` is kept, else the event
+    #: its Init START line (or an older release's Init INFO line): the event, or where the model
+    #: keeps no event of it and the line is of the process this state was made for (``host``,
+    #: ``pid``), its place (:func:`place`; the event made again when asked: :attr:`start`).  What
+    #: every rank's is read for (whether it began, where, in which phase, when: the init facts, the
+    #: members, the phase of a process's lines, the timeline) is kept beside it: ``source``,
+    #: ``start_phase``, ``start_ts``.  ~220 bytes where the event was kept, three a rank
+    began: E.CommInit | int | None = None
+    source: str | None = None
+    start_phase: str | None = None
+    start_ts: str | None = None
+    #: its Init COMPLETE line: a :class:`Done` where its start says where it was printed, else the event
     complete: E.CommInit | Done | None = None
-    #: its ``Init timings`` line: the event, or where ``start`` is of the same file and the model
-    #: keeps no event of it (analyze keeps none: ``UNREAD_KINDS``), its place (:func:`place`, read
-    #: in ``start``'s file; the event made again when asked: :attr:`timings`).  What every rank's is
+    #: its ``Init timings`` line: the event, or where its start is of the same file (``source``)
+    #: and the model keeps no event of it (analyze keeps none: ``UNREAD_KINDS``), its place
+    #: (:func:`place`, read in ``source``; the event made again when asked: :attr:`timings`).  What every rank's is
     #: read for (the init facts, the timeline, the summary) is kept beside it: ``init_total``,
     #: ``init_phases``.  ~220 bytes where the event was kept with its ints, three a rank
     timed: E.InitTimings | int | None = None
@@ -302,13 +312,37 @@ class RankState:
     nnodes: int | None = None
 
     @property
+    def start(self) -> E.CommInit | None:
+        """The event of its Init START line (made again from the line where it keeps its place).
+        Whether it began is ``began is not None``: this makes the event."""
+        b = self.began
+        if type(b) is not int:
+            return b  # type: ignore[return-value]
+        assert self.source is not None and make_again is not None  # a place is kept only with both
+        return make_again(self.source, b >> PLACE_BITS, b & _PLACE_MASK, "comm_init")  # type: ignore[return-value]
+
+    def begin(self, ev: E.CommInit, at: int | None) -> None:
+        """Its Init START line ``ev``: kept as its place ``at`` (None: the event), with its file,
+        phase and time."""
+        self.began = ev if at is None else at
+        self.source, self.start_phase, self.start_ts = ev.source, ev.phase, ev.ts
+
+    def start_where(self) -> tuple[str | None, str | None, int | None]:
+        """(file, host, pid) of its Init START line, without making its event (a placed line is
+        of this state's process: :attr:`began`)."""
+        b = self.began
+        if b is None or type(b) is int:
+            return (self.source, self.host, self.pid) if b is not None else (None, None, None)
+        return (b.source, b.host, b.pid)  # type: ignore[union-attr]
+
+    @property
     def timings(self) -> E.InitTimings | None:
         """The event of its ``Init timings`` line (made again from the line where it keeps its place)."""
         t = self.timed
         if type(t) is not int:
             return t  # type: ignore[return-value]
-        assert self.start is not None and make_again is not None  # a place is kept only with both
-        return make_again(self.start.source, t >> PLACE_BITS, t & _PLACE_MASK, "init_timings")  # type: ignore[return-value]
+        assert self.source is not None and make_again is not None  # a place is kept only with both
+        return make_again(self.source, t >> PLACE_BITS, t & _PLACE_MASK, "init_timings")  # type: ignore[return-value]
 
     def time(self, ev: E.InitTimings, at: int | None) -> None:
         """Its ``Init timings`` line ``ev``: kept as its place ``at`` (None: the event), with its
@@ -319,7 +353,7 @@ class RankState:
     def init_event(self) -> E.CommInit | None:
         """The event of one of its Init lines, as evidence: the start, else the Init COMPLETE line."""
         c = self.complete
-        return self.start or (c if isinstance(c, E.CommInit) else None)
+        return self.start if self.began is not None else (c if isinstance(c, E.CommInit) else None)
 
 
 @dataclass(slots=True)  # no dict per instance: one per process / rank / communicator
@@ -443,6 +477,8 @@ class JobModel:
         #: line went to (:meth:`placed`)
         self._timed: RankState | None = None
         self._evid: Process | None = None
+        #: the rank state the last Init START line went to (:meth:`placed`)
+        self._begun: RankState | None = None
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -515,8 +551,13 @@ class JobModel:
             return
         if ev.kind == "init_timings":
             st = self._timed
-            if st is not None and st.timed is ev and st.start is not None:
-                st.time(ev, place(st.start.source, ev))
+            if st is not None and st.timed is ev and st.source is not None:
+                st.time(ev, place(st.source, ev))
+            return
+        if ev.kind == "comm_init":
+            st = self._begun
+            if st is not None and st.began is ev and ev.host == st.host and ev.pid == st.pid:
+                st.begin(ev, place(ev.source, ev))
             return
         p = self._evid  # the process the last evidence line went to (``add`` has just given it ev)
         if p is None:
@@ -951,9 +992,11 @@ def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
     st = _rank(m, key, ev.comm_rank, ev)
     st.nranks, st.cuda_dev, st.bus_id = ev.nranks, ev.cuda_dev, ev.bus_id
     if ev.phase == "START" or ev.phase == "INFO":
-        st.start = st.start or ev
+        if st.began is None:  # its place where the line is of the process the state was made for
+            m._begun = st
+            st.begin(ev, m._place_of(ev.source, ev) if ev.host == st.host and ev.pid == st.pid else None)
     elif ev.phase == "COMPLETE":
-        st.complete = _complete(st.start, ev)
+        st.complete = _complete(st, ev)
     if p is not None:
         pair = (key, ev.comm_rank)
         if pair not in p.comm_ranks:
@@ -966,7 +1009,7 @@ def _h_timings(m: JobModel, ev: E.InitTimings, p: Process | None) -> None:
         return
     key = m._proc_comm.get(_pkey(ev)) or _comm_key(ev)
     st = m._timed = _rank(m, key, ev.comm_rank, ev)
-    st.time(ev, m._place_of(st.start.source, ev) if st.start is not None else None)
+    st.time(ev, m._place_of(st.source, ev) if st.source is not None else None)
 
 
 def _h_info(m: JobModel, ev: E.CommInfo, p: Process | None) -> None:

@@ -135,9 +135,9 @@ def _world_ranks(model: JobModel) -> dict[str, int]:
         return {}
     per: dict[str, set[int]] = {}
     for r, st in biggest.ranks.items():
-        ev = st.start or st.complete
-        if ev is not None:
-            per.setdefault(ev.source, set()).add(r)
+        src = st.source if st.began is not None else (st.complete.source if st.complete is not None else None)
+        if src is not None:
+            per.setdefault(src, set()).add(r)
     return {s: next(iter(rs)) for s, rs in per.items() if len(rs) == 1}
 
 

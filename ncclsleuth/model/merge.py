@@ -18,6 +18,7 @@ from array import array
 from collections.abc import Container, Iterable
 from typing import Any
 
+from .. import events as E
 from .job import (
     HOP_KIND_MASK,
     KEEP_PER_KIND,
@@ -49,7 +50,7 @@ def merge(into: JobModel, other: JobModel) -> None:
     into.kind_counts.update(other.kind_counts)
     into.folded.update(other.folded)
     unkept: set[int] = set()  # ids of the evidence lines' events past the bound (see _keep_places)
-    timings_unkept = False
+    ranks_unkept = False
     for kind, evs in other.events.items():
         bucket = into.events.setdefault(kind, [])
         room = KEEP_PER_KIND - len(bucket)
@@ -58,10 +59,10 @@ def merge(into: JobModel, other: JobModel) -> None:
             into.folded[kind] += len(evs) - max(room, 0)
             if kind in PLACED_KINDS:
                 unkept.update(map(id, evs[max(room, 0):]))
-                timings_unkept = timings_unkept or kind == "init_timings"
+                ranks_unkept = ranks_unkept or kind in ("init_timings", "comm_init")
     into.untracked.update(other.untracked)
-    if timings_unkept:
-        _keep_timing_places(other, unkept)
+    if ranks_unkept:
+        _keep_rank_places(other, unkept)
     for key, p in other.processes.items():
         if unkept and p.said:
             _keep_places(p, unkept)
@@ -168,14 +169,17 @@ def _keep_places(p: Process, unkept: set[int]) -> None:
                 said[k] = at  # type: ignore[index]  # a dict once it holds an event
 
 
-def _keep_timing_places(other: JobModel, unkept: set[int]) -> None:
-    """``other``'s rank states keep the place of their ``Init timings`` lines whose events the
-    merged model does not keep (ids in ``unkept``), as :meth:`JobModel.placed` does."""
+def _keep_rank_places(other: JobModel, unkept: set[int]) -> None:
+    """``other``'s rank states keep the place of their Init START and ``Init timings`` lines whose
+    events the merged model does not keep (ids in ``unkept``), as :meth:`JobModel.placed` does."""
     for c in other.comms.values():
         for st in c.ranks.values():
+            b = st.began
+            if isinstance(b, E.CommInit) and id(b) in unkept and (b.host, b.pid) == (st.host, st.pid):
+                st.begin(b, place(b.source, b))
             t = st.timed
-            if t is not None and type(t) is not int and id(t) in unkept and st.start is not None:
-                st.time(t, place(st.start.source, t))  # type: ignore[arg-type]  # an event: not an int
+            if isinstance(t, E.InitTimings) and id(t) in unkept and st.source is not None:
+                st.time(t, place(st.source, t))
 
 
 def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
@@ -187,12 +191,14 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
                 a.ranks[r] = st
                 into.n_ranks += 1
             continue
-        for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "start", "complete", "local_rank", "nnodes"):
+        for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "complete", "local_rank", "nnodes"):
             if getattr(mine, name) is None:
                 setattr(mine, name, getattr(st, name))
+        if mine.began is None and st.began is not None:  # a placed start is of its state's process
+            began = st.began if type(st.began) is not int or (mine.host, mine.pid) == (st.host, st.pid) else st.start
+            mine.began, mine.source, mine.start_phase, mine.start_ts = began, st.source, st.start_phase, st.start_ts
         if mine.timed is None and st.timed is not None:  # a place is read in its start's file
-            same = type(st.timed) is not int or mine.start is st.start or (
-                mine.start is not None and st.start is not None and mine.start.source == st.start.source)
+            same = type(st.timed) is not int or mine.source == st.source
             mine.timed = st.timed if same else st.timings
             mine.init_total, mine.init_phases = st.init_total, st.init_phases
     for ch, order in b.rings.items():

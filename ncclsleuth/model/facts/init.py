@@ -61,13 +61,13 @@ def init_stuck(model: JobModel) -> list[InitStuck]:
     out: list[InitStuck] = []
     for c in model.comms.values():
         done = [r for r in c.ranks.values() if r.complete is not None]
-        stuck = [r for r in c.ranks.values() if r.start is not None and r.complete is None]
+        stuck = [r for r in c.ranks.values() if r.began is not None and r.complete is None]
         if not done or not stuck:
             continue
         hosts = sorted({r.host or "?" for r in stuck})
         out.append({"comm": c.key, "nranks": c.nranks, "stuck": len(stuck), "completed": len(done),
                     "ranks": ranges([r.rank for r in stuck], most=TEXT_MOST), "hosts": ", ".join(hosts[:8]),
-                    "evidence": [r.start for r in stuck[:10] if r.start is not None]})
+                    "evidence": [ev for r in stuck[:10] if (ev := r.start) is not None]})
     return out
 
 
@@ -147,7 +147,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         if not c.nranks or c.nranks < 2:
             continue
         # "Init START" exists from NCCL 2.18.3 on; older logs say nothing about ranks that are absent
-        started = {r for r, st in c.ranks.items() if st.start is not None and st.start.phase == "START"}
+        started = {r for r, st in c.ranks.items() if st.start_phase == "START"}
         seen = started | {r for r, st in c.ranks.items() if st.complete is not None}
         missing = sorted(set(range(c.nranks)) - seen)
         if not missing or not started:
@@ -162,8 +162,8 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         hosts = _guess_hosts(c, missing)
         if present:
             hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_INIT_LINE
-        evidence: list[E.Event] = [st.start for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
-                                   if st.start is not None] + (present or [])
+        evidence: list[E.Event] = [ev for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
+                                   if st.began is not None and (ev := st.start) is not None] + (present or [])
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing, most=TEXT_MOST),
                     "nmissing": len(missing), "seen": len(seen), "completed": completed, "host": hosts,
                     "evidence": evidence})

@@ -70,8 +70,9 @@ def _init_started(model: JobModel) -> set[tuple[str, str | None, int | None]]:
     out = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
     for comm in model.comms.values():
         for rs in comm.ranks.values():
-            ev = rs.start or rs.complete
-            if ev is not None:
+            if rs.began is not None:  # its start's place and process, without making its event
+                out.add(rs.start_where())  # type: ignore[arg-type]  # began: a file
+            elif (ev := rs.complete) is not None:
                 out.add((ev.source, ev.host, ev.pid))
     return out
 

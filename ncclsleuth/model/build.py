@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from ..ingest import dumps
 from ..ingest.blocks import BlockReader, RangeReader, Span
 from ..ingest.sources import InputFile, Notice
-from ..parse import again
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser
 from . import job
@@ -28,6 +27,8 @@ if TYPE_CHECKING:  # a file parsed whole (every paste, every per-rank file) neve
 def _made_again(source: str, line: int, where: int, kind: str) -> Event:
     """A line kept by its place made an event again (:func:`ncclsleuth.parse.again.event`), with the
     shape cache the files were read with where there is one (warm: its shapes in memory)."""
+    from ..parse import again  # imported when a fact first quotes such a line, not at every start
+
     return again.event(source, line, where, kind, _CACHES.get(True) or _CACHES.get(False))
 
 

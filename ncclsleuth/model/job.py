@@ -311,15 +311,18 @@ class RankState:
     local_rank: int | None = None
     nnodes: int | None = None
 
+    def _event(self, kept: E.Event | int | None, kind: str) -> Any:
+        """``kept`` (an event, or its line's place in ``source``) as its ``kind`` event."""
+        if type(kept) is not int:
+            return kept
+        assert self.source is not None and make_again is not None  # a place is kept only with both
+        return make_again(self.source, kept >> PLACE_BITS, kept & _PLACE_MASK, kind)
+
     @property
     def start(self) -> E.CommInit | None:
         """The event of its Init START line (made again from the line where it keeps its place).
         Whether it began is ``began is not None``: this makes the event."""
-        b = self.began
-        if type(b) is not int:
-            return b  # type: ignore[return-value]
-        assert self.source is not None and make_again is not None  # a place is kept only with both
-        return make_again(self.source, b >> PLACE_BITS, b & _PLACE_MASK, "comm_init")  # type: ignore[return-value]
+        return self._event(self.began, "comm_init")
 
     def begin(self, ev: E.CommInit, at: int | None) -> None:
         """Its Init START line ``ev``: kept as its place ``at`` (None: the event), with its file,
@@ -338,11 +341,7 @@ class RankState:
     @property
     def timings(self) -> E.InitTimings | None:
         """The event of its ``Init timings`` line (made again from the line where it keeps its place)."""
-        t = self.timed
-        if type(t) is not int:
-            return t  # type: ignore[return-value]
-        assert self.source is not None and make_again is not None  # a place is kept only with both
-        return make_again(self.source, t >> PLACE_BITS, t & _PLACE_MASK, "init_timings")  # type: ignore[return-value]
+        return self._event(self.timed, "init_timings")
 
     def time(self, ev: E.InitTimings, at: int | None) -> None:
         """Its ``Init timings`` line ``ev``: kept as its place ``at`` (None: the event), with its

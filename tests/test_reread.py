@@ -212,7 +212,6 @@ def test_evidence_lines_past_the_bound_are_kept_by_place_and_made_again_as_they_
     timed = sum(type(st.timed) is int for m in placed.values() for c in m.comms.values() for st in c.ranks.values())
     began = sum(type(st.began) is int for m in placed.values() for c in m.comms.values() for st in c.ranks.values())
     monkeypatch.setattr(J, "place", lambda p, ev: None)
-    monkeypatch.setattr(MG, "place", lambda p, ev: None)
     differ = [p for p, m in placed.items()
               if _said_events(m) != _said_events(api.build([p], api.Options(jobs=1, shared_cache=False)).model)]
     assert differ == [] and n > 300 and timed > 50 and began > 100

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -98,13 +98,17 @@ _NONE_SET: Mapping[str, Any] = _Unset()
 #: an evidence line kept by its place: ``line << PLACE_BITS | reference`` (:func:`place`); a
 #: reference of a byte offset past 2**42 (4 TiB) does not fit: its event is kept
 PLACE_BITS = 80
+#: kinds whose event a process keeps as the evidence line of what it set (``Process.evidence``):
+#: those a fact quotes (tests/test_model_sharing.py checks each has a reader).  Not
+#: ``net_plugin``: kept and never read, one event a process (~200 bytes a rank at 100,000 ranks)
+_EVIDENCE_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
+                             "net_selected"})
 #: kinds of the lines kept by their place where the model keeps no event of them: a process's
-#: evidence lines (:attr:`Process.said`: ``_EVIDENCE_KINDS``, its settings' lines and its socket
+#: evidence lines (:attr:`Process.said`: those above, its settings' lines and its socket
 #: interfaces' lines), a rank's ``Init timings`` line (:attr:`RankState.timed`) and its Init START
-#: line (:attr:`RankState.began`).  The parser
-#: tells the model their place once the model has them (``placed``).
-PLACED_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
-                          "net_selected", "env_setting", "net_socket_ifaces", "init_timings", "comm_init"})
+#: line (:attr:`RankState.began`).  The parser tells the model their place once the model has
+#: them (``placed``).
+PLACED_KINDS = _EVIDENCE_KINDS | {"env_setting", "net_socket_ifaces", "init_timings", "comm_init"}
 
 
 def place(source: str, ev: E.Event) -> int | None:
@@ -130,12 +134,7 @@ class _Quotes(Mapping[str, E.Event]):
         self.said = said
 
     def __getitem__(self, key: str) -> E.Event:
-        v = self.said[key]
-        if type(v) is not int:
-            return v  # type: ignore[return-value]
-        if make_again is None:  # set wherever a model that keeps places is built
-            raise RuntimeError("ncclsleuth.model.build sets make_again: a place cannot be read without it")
-        return make_again(self.source, v >> PLACE_BITS, v & _PLACE_MASK, _said_kind(key))
+        return _as_event(self.source, self.said[key], _said_kind(key))
 
     def __contains__(self, key: object) -> bool:  # Mapping's asks for the item: it would be made
         return key in self.said
@@ -152,6 +151,15 @@ _PLACE_MASK = (1 << PLACE_BITS) - 1
 #: (``ncclsleuth.parse.again.event``), set by :mod:`.build`, which builds the models that keep
 #: places (the model does not import the parse stage)
 make_again: Callable[[str, int, int, str], E.Event] | None = None
+
+
+def _as_event(source: str | None, kept: E.Event | int | None, kind: str) -> Any:
+    """``kept`` (an event, None, or a line's place in ``source``) as the ``kind`` event of its line."""
+    if type(kept) is not int:
+        return kept
+    if make_again is None or source is None:  # set wherever a model that keeps places is built
+        raise RuntimeError("ncclsleuth.model.build sets make_again: a place cannot be read without it")
+    return make_again(source, kept >> PLACE_BITS, kept & _PLACE_MASK, kind)
 
 
 def _said_kind(key: str) -> str:
@@ -223,6 +231,16 @@ class Process:
         :attr:`said` (or the values themselves) first and this for the lines it quotes."""
         said = self.said
         return _Quotes(self.source, said) if said else _NONE_SET
+
+    def keep_places(self, unkept: Container[int]) -> None:
+        """Keep the place of its evidence lines whose events (ids in ``unkept``) the model keeps
+        nowhere else, where they can be placed (:func:`place`)."""
+        said = self.said
+        for k, v in said.items():
+            if type(v) is not int and id(v) in unkept:
+                at = place(self.source, v)  # type: ignore[arg-type]  # an event: not an int
+                if at is not None:
+                    said[k] = at  # type: ignore[index]  # a dict once it holds an event
 
     def said_at(self, key: str) -> tuple[str, int] | None:
         """(file, line) of ``key``'s evidence line, without making its event."""
@@ -311,18 +329,11 @@ class RankState:
     local_rank: int | None = None
     nnodes: int | None = None
 
-    def _event(self, kept: E.Event | int | None, kind: str) -> Any:
-        """``kept`` (an event, or its line's place in ``source``) as its ``kind`` event."""
-        if type(kept) is not int:
-            return kept
-        assert self.source is not None and make_again is not None  # a place is kept only with both
-        return make_again(self.source, kept >> PLACE_BITS, kept & _PLACE_MASK, kind)
-
     @property
     def start(self) -> E.CommInit | None:
         """The event of its Init START line (made again from the line where it keeps its place).
         Whether it began is ``began is not None``: this makes the event."""
-        return self._event(self.began, "comm_init")
+        return _as_event(self.source, self.began, "comm_init")
 
     def begin(self, ev: E.CommInit, at: int | None) -> None:
         """Its Init START line ``ev``: kept as its place ``at`` (None: the event), with its file,
@@ -334,20 +345,32 @@ class RankState:
         """(file, host, pid) of its Init START line, without making its event (a placed line is
         of this state's process: :attr:`began`)."""
         b = self.began
-        if b is None or type(b) is int:
-            return (self.source, self.host, self.pid) if b is not None else (None, None, None)
+        if b is None:
+            return (None, None, None)
+        if type(b) is int:
+            return (self.source, self.host, self.pid)
         return (b.source, b.host, b.pid)  # type: ignore[union-attr]
 
     @property
     def timings(self) -> E.InitTimings | None:
         """The event of its ``Init timings`` line (made again from the line where it keeps its place)."""
-        return self._event(self.timed, "init_timings")
+        return _as_event(self.source, self.timed, "init_timings")
 
     def time(self, ev: E.InitTimings, at: int | None) -> None:
         """Its ``Init timings`` line ``ev``: kept as its place ``at`` (None: the event), with its
         total and phases."""
         self.timed = ev if at is None else at
         self.init_total, self.init_phases = ev.total, ev.phases
+
+    def keep_places(self, unkept: Container[int]) -> None:
+        """Keep the place of its Init START and ``Init timings`` lines whose events (ids in
+        ``unkept``) the model keeps nowhere else, where they can be placed: its start where the
+        line is of this state's process, its timings where its start's file is known."""
+        b, t = self.began, self.timed
+        if isinstance(b, E.CommInit) and id(b) in unkept and (b.host, b.pid) == (self.host, self.pid):
+            self.begin(b, place(b.source, b))
+        if isinstance(t, E.InitTimings) and id(t) in unkept and self.source is not None:
+            self.time(t, place(self.source, t))
 
     def init_event(self) -> E.CommInit | None:
         """The event of one of its Init lines, as evidence: the start, else the Init COMPLETE line."""
@@ -521,7 +544,7 @@ class JobModel:
     def _said(self, p: Process, ev: E.Event) -> E.Event | int:
         """What ``p`` keeps of evidence line ``ev`` (being added): its place or the event (:meth:`_place_of`)."""
         self._evid = p
-        if ev._text.__class__ is not int:  # type: ignore[attr-defined]  # read as text: placed() may place it
+        if ev._text.__class__ is not int:  # type: ignore[attr-defined]  # the parse path: placed() places it
             return ev
         at = self._place_of(p.source, ev)
         return ev if at is None else at
@@ -548,27 +571,22 @@ class JobModel:
         bucket = self.events.get(ev.kind)
         if bucket and bucket[-1] is ev:  # kept: add just appended it
             return
-        if ev.kind == "init_timings":
-            st = self._timed
-            if st is not None and st.timed is ev and st.source is not None:
-                st.time(ev, place(st.source, ev))
-            return
-        if ev.kind == "comm_init":
-            st = self._begun
-            if st is not None and st.began is ev and ev.host == st.host and ev.pid == st.pid:
-                st.begin(ev, place(ev.source, ev))
-            return
-        p = self._evid  # the process the last evidence line went to (``add`` has just given it ev)
-        if p is None:
-            return
-        said = p.said
-        at: int | None = None
-        for key, v in said.items():
-            if v is ev:
-                at = at if at is not None else place(p.source, ev)
-                if at is None:
-                    return
-                said[key] = at  # type: ignore[index]  # a dict once it holds an event
+        # where ``add`` has just put it: the rank state of the last Init timings or START line, or
+        # the process of the last evidence line (asked by identity first: an Init COMPLETE line,
+        # half of the comm_init lines, is nobody's)
+        kind = ev.kind
+        owner: Process | RankState | None
+        if kind == "init_timings":
+            owner = self._timed
+            held = owner is not None and owner.timed is ev
+        elif kind == "comm_init":
+            owner = self._begun
+            held = owner is not None and owner.began is ev
+        else:
+            owner = self._evid
+            held = owner is not None and ev in owner.said.values()  # by identity: events have no __eq__
+        if held:
+            owner.keep_places((id(ev),))  # type: ignore[union-attr]  # held: not None
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
                  direction: str | None = None) -> str | None:
@@ -1114,12 +1132,6 @@ def _h_row(m: JobModel, ev: E.NcclTestsRow, p: Process | None) -> None:
     if len(m.nccltests_rows) < KEEP_PER_KIND:
         m.nccltests_rows.append(ev)
 
-
-#: kinds whose event a process keeps as the evidence line of what it set (``Process.evidence``):
-#: those a fact quotes (tests/test_model_sharing.py checks each has a reader).  Not
-#: ``net_plugin``: kept and never read, one event a process (~200 bytes a rank at 100,000 ranks)
-_EVIDENCE_KINDS = frozenset({"nccl_version", "bootstrap_iface", "net_ib_devices", "net_ib_none", "ibverbs_missing",
-                             "net_selected"})
 
 _HANDLERS: dict[str, Any] = {
     "nccl_version": _h_version,

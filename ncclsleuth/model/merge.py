@@ -18,7 +18,6 @@ from array import array
 from collections.abc import Container, Iterable
 from typing import Any
 
-from .. import events as E
 from .job import (
     HOP_KIND_MASK,
     KEEP_PER_KIND,
@@ -31,7 +30,6 @@ from .job import (
     Comm,
     JobModel,
     Process,
-    place,
 )
 
 
@@ -49,7 +47,7 @@ def merge(into: JobModel, other: JobModel) -> None:
     into.lines += other.lines
     into.kind_counts.update(other.kind_counts)
     into.folded.update(other.folded)
-    unkept: set[int] = set()  # ids of the evidence lines' events past the bound (see _keep_places)
+    unkept: set[int] = set()  # ids of placed kinds' events past the bound (Process/RankState.keep_places)
     ranks_unkept = False
     for kind, evs in other.events.items():
         bucket = into.events.setdefault(kind, [])
@@ -62,10 +60,12 @@ def merge(into: JobModel, other: JobModel) -> None:
                 ranks_unkept = ranks_unkept or kind in ("init_timings", "comm_init")
     into.untracked.update(other.untracked)
     if ranks_unkept:
-        _keep_rank_places(other, unkept)
+        for c in other.comms.values():
+            for st in c.ranks.values():
+                st.keep_places(unkept)
     for key, p in other.processes.items():
         if unkept and p.said:
-            _keep_places(p, unkept)
+            p.keep_places(unkept)
         mine = into.processes.get(key)
         if mine is not None:
             _merge_process(mine, p)
@@ -156,30 +156,6 @@ def _merge_process(a: Process, b: Process) -> None:
         for k, v in b.said.items():
             if k not in mine:  # a place is of its process's file: another file's line is its event
                 mine[k] = v if type(v) is not int or a.source == b.source else b.evidence[k]
-
-
-def _keep_places(p: Process, unkept: set[int]) -> None:
-    """``p`` keeps the place of its evidence lines whose events the merged model does not keep
-    (ids in ``unkept``), as :meth:`JobModel.placed` does while a file is read."""
-    said = p.said
-    for k, v in said.items():
-        if type(v) is not int and id(v) in unkept:
-            at = place(p.source, v)  # type: ignore[arg-type]  # an event: not an int
-            if at is not None:
-                said[k] = at  # type: ignore[index]  # a dict once it holds an event
-
-
-def _keep_rank_places(other: JobModel, unkept: set[int]) -> None:
-    """``other``'s rank states keep the place of their Init START and ``Init timings`` lines whose
-    events the merged model does not keep (ids in ``unkept``), as :meth:`JobModel.placed` does."""
-    for c in other.comms.values():
-        for st in c.ranks.values():
-            b = st.began
-            if isinstance(b, E.CommInit) and id(b) in unkept and (b.host, b.pid) == (st.host, st.pid):
-                st.begin(b, place(b.source, b))
-            t = st.timed
-            if isinstance(t, E.InitTimings) and id(t) in unkept and st.source is not None:
-                st.time(t, place(st.source, t))
 
 
 def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:

@@ -163,7 +163,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         if present:
             hosts = ", ".join(sorted({ev.host for ev in present if ev.host})) or NO_INIT_LINE
         evidence: list[E.Event] = [ev for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
-                                   if st.began is not None and (ev := st.start) is not None] + (present or [])
+                                   if (ev := st.start) is not None] + (present or [])
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing, most=TEXT_MOST),
                     "nmissing": len(missing), "seen": len(seen), "completed": completed, "host": hosts,
                     "evidence": evidence})

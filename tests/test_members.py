@@ -168,6 +168,31 @@ def test_a_files_rank_from_its_prefix_its_nccl_process_its_name_and_its_sibling(
     assert members(m).by_rank[6].host == "h2" and members(m).by_rank[5].progress.step == 1  # type: ignore[union-attr]
 
 
+def test_members_share_their_tracks_counters_and_find_ranks_without_a_dict():
+    """A member keeps its one track's counters mapping (no copy per rank), merges two tracks'
+    counters into a new one (the further on per process group; neither track's is changed), names
+    its files in a tuple, and is found by rank (absent ranks and None give None)."""
+    m = _model({
+        "rank1.log": "[rank1]:[E1129 11:41:55.494124337 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) "
+                     "Rank 1]  failure detected by watchdog at work sequence id: 7 PG status: last enqueued work: 7, "
+                     "last completed work: 6\n",
+        "rank3.log": "[rank3]:[E1129 11:41:55.494124337 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) "
+                     "Rank 3]  failure detected by watchdog at work sequence id: 5 PG status: last enqueued work: 5, "
+                     "last completed work: 4\nstep 3 loss 1\n",
+        "more/rank3.err": "[rank3]:[E1129 11:41:56.494124337 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) "
+                          "Rank 3]  failure detected by watchdog at work sequence id: 9 PG status: last enqueued work: "
+                          "9, last completed work: 8\n",
+    })
+    ms = members(m)
+    one, three = ms.by_rank[1], ms.by_rank.get(3)
+    assert three is not None and ms.by_rank.get(2) is None and ms.by_rank.get(None) is None and 2 not in ms.by_rank
+    (track1,) = [t for (r, _), t in m.tracks.items() if r == 1]
+    assert one.counters is track1.counters and one.sources == ("rank1.log",)
+    assert {pg: c[:2] for pg, c in three.counters.items()} == {"0": (9, 8)}
+    assert sorted(three.sources) == ["more/rank3.err", "rank3.log"] and isinstance(three.sources, tuple)
+    assert sorted((c or {})["0"][0] for (r, _), t in m.tracks.items() if r == 3 for c in [t.counters]) == [5, 9]
+
+
 def test_how_a_worker_ended_comes_from_the_agent():
     m = _model({"console.log": """\
         [rank 2] step 9 loss 1

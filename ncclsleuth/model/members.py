@@ -18,8 +18,11 @@ and the ``Failures`` / ``Root Cause`` entries (rank, exitcode, signal).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import field
 from pathlib import PurePosixPath
+from types import MappingProxyType
 from typing import Any
 
 from .. import events as E
@@ -45,14 +48,24 @@ class Exit:
         return self.exitcode == -15
 
 
+#: a member's counters before it has any: one mapping for all (read, never written)
+_NO_COUNTERS: Mapping[str, tuple[int | None, int | None, E.Event]] = MappingProxyType({})
+
+
 @dataclass(slots=True)  # one per rank: no dict each
 class Member:
-    """One rank of the job (or, ``rank`` None, the unattributed lines of one file)."""
+    """One rank of the job (or, ``rank`` None, the unattributed lines of one file).
+
+    Built for every rank each time the members are asked for (the rule step), so it holds what its
+    tracks say without containers of its own where it can: its files a tuple, its counters its
+    track's own mapping until a second track has some (then a merged copy).  Lists and a dict of its
+    own were ~300 bytes a rank of the rule step's peak (30 MB at 100,000 ranks)."""
 
     rank: int | None
     host: str | None = None
-    sources: list[str] = field(default_factory=list)
-    tracks: list[Track] = field(default_factory=list)
+    #: its first file, and any others (see :attr:`sources`: a tuple each was 48 bytes a rank)
+    source: str | None = None
+    more_sources: tuple[str, ...] = ()
     last: E.Event | None = None
     last_t: Stamp | None = None
     progress: E.Progress | None = None
@@ -62,15 +75,57 @@ class Member:
     problems: int = 0
     traceback: E.Traceback | None = None
     watchdog: E.WatchdogTimeout | None = None
-    counters: dict[str, tuple[int | None, int | None, E.Event]] = field(default_factory=dict)
+    #: process group -> (last enqueued, last completed, the line): read, never written (shared)
+    counters: Mapping[str, tuple[int | None, int | None, E.Event]] = field(default_factory=lambda: _NO_COUNTERS)
     mismatch: E.CollectiveMismatch | None = None
     exit: Exit | None = None
     #: lines of a file that interleaves ranks and carry no rank (not a rank of the job)
     shared: bool = False
 
     @property
+    def sources(self) -> tuple[str, ...]:
+        """The files its lines are in, in the order its tracks were read."""
+        return (self.source, *self.more_sources) if self.source is not None else ()
+
+    @property
     def name(self) -> str:
-        return f"rank {self.rank}" if self.rank is not None else (self.sources[0] if self.sources else "?")
+        return f"rank {self.rank}" if self.rank is not None else (self.source or "?")
+
+
+class _ByRank:
+    """rank -> member, found by bisection in the members (those with a rank first, by rank, as
+    :func:`_build` sorts them): no dict of its own, which was ~50 bytes a rank of the rule step's
+    peak, for the few ranks the facts look up."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Member], n: int) -> None:
+        self._items = items
+        self._n = n  # the members with a rank: the first n
+
+    def get(self, rank: int | None, default: Member | None = None) -> Member | None:
+        if rank is None:
+            return default
+        i = bisect_left(self._items, rank, 0, self._n, key=_rank_of)
+        if i < self._n and self._items[i].rank == rank:
+            return self._items[i]
+        return default
+
+    def __getitem__(self, rank: int) -> Member:
+        got = self.get(rank)
+        if got is None:
+            raise KeyError(rank)
+        return got
+
+    def __contains__(self, rank: object) -> bool:
+        return isinstance(rank, int) and self.get(rank) is not None
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def _rank_of(m: Member) -> int:
+    return m.rank  # type: ignore[return-value]  # bisected among the members with a rank
 
 
 class Members(list[Member]):
@@ -78,7 +133,14 @@ class Members(list[Member]):
 
     def __init__(self, items: list[Member]) -> None:
         super().__init__(items)
-        self.by_rank = {m.rank: m for m in items if m.rank is not None}
+        n = 0
+        while n < len(items) and items[n].rank is not None:
+            n += 1
+        ranks = [m.rank for m in items[:n]]
+        if any(a >= b for a, b in zip(ranks, ranks[1:])) or any(m.rank is not None for m in items[n:]):  # type: ignore[operator]
+            items = sorted(items, key=lambda m: (m.rank is None, m.rank if m.rank is not None else 0))
+            n = sum(m.rank is not None for m in items)
+        self.by_rank = _ByRank(items, n)
 
     @property
     def ranks(self) -> list[Member]:
@@ -204,7 +266,7 @@ def _build(model: JobModel) -> Members:
             m = by_key[rank] = Member(rank, host=hosts.get(rank))
         m.exit = ex
     items = sorted(by_key.values(), key=lambda m: (m.rank is None, m.rank if m.rank is not None else 0,
-                                                   m.sources[:1]))
+                                                   m.source or ""))
     return Members(items)
 
 
@@ -218,9 +280,10 @@ def _later(a: E.Event | None, at: Stamp | None, b: E.Event, bt: Stamp | None) ->
 
 
 def _absorb(m: Member, t: Track) -> None:
-    m.tracks.append(t)
-    if t.source not in m.sources:
-        m.sources.append(t.source)
+    if m.source is None:
+        m.source = t.source
+    elif t.source != m.source and t.source not in m.more_sources:
+        m.more_sources = (*m.more_sources, t.source)
     if t.last is not None:
         lt = stamp(t.last.ts) if t.last.ts else None
         if _later(m.last, m.last_t, t.last, lt):
@@ -238,10 +301,24 @@ def _absorb(m: Member, t: Track) -> None:
         m.traceback = t.traceback
     m.watchdog = m.watchdog or t.watchdog
     m.mismatch = m.mismatch or t.mismatch
-    for pg, c in (t.counters or {}).items():
-        cur = m.counters.get(pg)
+    if t.counters:
+        m.counters = _counters(m.counters, t.counters)
+
+
+def _counters(mine: Mapping[str, tuple[int | None, int | None, E.Event]],
+              theirs: Mapping[str, tuple[int | None, int | None, E.Event]]
+              ) -> Mapping[str, tuple[int | None, int | None, E.Event]]:
+    """A member's counters with a track's folded in: per process group the one further on (more
+    enqueued).  The track's own mapping where the member has none yet (shared: neither is written
+    after the files are read); else a new dict."""
+    if not mine:
+        return theirs
+    out = dict(mine)
+    for pg, c in theirs.items():
+        cur = out.get(pg)
         if cur is None or (c[0] or -1) > (cur[0] or -1):
-            m.counters[pg] = c
+            out[pg] = c
+    return out
 
 
 # --------------------------------------------------------------------------- hosts and exits

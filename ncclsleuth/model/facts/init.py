@@ -85,12 +85,15 @@ def init_timing(model: JobModel) -> list[InitTiming]:
         med = median(totals)
         phases = dict(slow.init_phases)
         dom = max(phases, key=lambda k: phases[k]) if phases else "?"
-        host_tot: dict[str, list[float]] = defaultdict(list)
+        # each host's slowest rank (a list of every rank's time per host was ~60 bytes a rank)
+        host_max: dict[str, float] = {}
         for r in timed:
-            host_tot[r.host or "?"].append(r.init_total)
-        host_med = median([max(v) for v in host_tot.values()])
-        slow_host = max(host_tot, key=lambda h: max(host_tot[h]))
-        outlier = len(host_tot) >= 3 and max(host_tot[slow_host]) > max(3 * host_med, host_med + 5)
+            h, tot = r.host or "?", r.init_total
+            if h not in host_max or tot > host_max[h]:
+                host_max[h] = tot
+        host_med = median(host_max.values())
+        slow_host = max(host_max, key=host_max.__getitem__)
+        outlier = len(host_max) >= 3 and host_max[slow_host] > max(3 * host_med, host_med + 5)
         boot_share = phases.get("bootstrap", 0) / slow.init_total if slow.init_total else 0
         others_phase = [dict(r.init_phases).get(dom, 0.0) for r in timed if (r.host or "?") != slow_host]
         phase_med = median(others_phase) if others_phase else 0.0
@@ -98,7 +101,7 @@ def init_timing(model: JobModel) -> list[InitTiming]:
                     "median_s": round(med, 2), "slow_rank": slow.rank, "slow_host": slow.host or "?",
                     "phase": dom, "phase_s": round(phases.get(dom, 0.0), 2),
                     "bootstrap_share": round(boot_share, 2),
-                    "ratio": round(max(host_tot[slow_host]) / host_med, 1) if host_med else 0.0,
+                    "ratio": round(host_max[slow_host] / host_med, 1) if host_med else 0.0,
                     "phase_ratio": round(phases.get(dom, 0.0) / phase_med, 1) if phase_med else "?",
                     "outlier": outlier,
                     "any_flag": outlier or (boot_share > 0.5 and slow.init_total > 5),

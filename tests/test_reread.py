@@ -4,6 +4,7 @@ fixtures, the shared corpus and generated jobs (one file and per-rank files, one
 two, a file in pieces); a line that can no longer be read as it was says so."""
 from __future__ import annotations
 
+import json
 import pickle
 
 import pytest
@@ -347,3 +348,71 @@ def test_a_placed_start_is_of_its_rank_states_process_merged_into_another_proces
     assert mine.began is not None and not isinstance(mine.began, int)
     assert (mine.began.source, mine.began.line, mine.began.host, mine.began.pid) == (str(b), 1, "h2", 9)
     assert mine.start_where() == (str(b), "h2", 9) and mine.start_phase == "START"
+
+
+def test_paths_kept_as_their_folder_where_the_name_is_the_sources(tmp_path, monkeypatch):
+    """A file whose path is a folder joined with its source's last part keeps that folder's index
+    (one string per folder, not one path per file: 100,000 per-rank files); any other keeps its
+    path.  Both read their lines back."""
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(reread, "_DIRS", [])
+    monkeypatch.setattr(reread, "_DIR_INDEX", {})
+    for name in ("a.log", "b.log"):
+        (tmp_path / name).write_text("first\nsecond line\n", encoding="utf-8")
+    reread.register("logs/a.log", str(tmp_path / "a.log"))
+    reread.register("b.log", str(tmp_path / "b.log"))
+    reread.register("renamed.log", str(tmp_path / "a.log"))
+    assert reread._PATHS == {"logs/a.log": 0, "b.log": 0, "renamed.log": str(tmp_path / "a.log")}
+    assert reread._DIRS == [str(tmp_path)]
+    assert [reread.path_of(s) for s in ("logs/a.log", "b.log", "renamed.log", "other.log")] == [
+        str(tmp_path / "a.log"), str(tmp_path / "b.log"), str(tmp_path / "a.log"), None]
+    where = reread.ref(6, 11, "second line")
+    assert [reread.line(s, where, 2) for s in ("logs/a.log", "b.log", "renamed.log")] == ["second line"] * 3
+
+
+def _straggler_job(root):  # type: ignore[no-untyped-def]
+    """Eight per-rank files whose training loops print no rank; rank 5's steps take twice as long."""
+    root.mkdir()
+    for r in range(8):
+        ms = 2000.0 if r == 5 else 1000.0 + r
+        lines = [f"iter {i}: loss 1.{r}{i % 10}, time: {ms + i % 3:.2f}ms" for i in range(1, 21)]
+        # a progress bar first: the block is not ASCII (offsets count bytes, not characters)
+        (root / f"rank{r}.log").write_text("Training:  5%|█▌        | 1/20\n" + "\n".join(lines) + "\n",
+                                           encoding="utf-8")
+    return root
+
+
+def test_a_files_first_step_line_is_kept_by_its_place_and_quoted_as_read(tmp_path, monkeypatch):
+    """A per-rank file's first step-timing line (keyed by its file: the loop prints no rank) is
+    kept by its place, and the straggler findings quote it exactly as with every text kept."""
+    job = _straggler_job(tmp_path / "job")
+    by_ref = _report([str(job)], monkeypatch, True)
+    (f,) = json.loads(by_ref)["findings"]
+    assert (f["rule_id"], f["evidence"]) == ("STRAG001", [
+        {"file": str(job / "rank5.log"), "line": 2, "text": "iter 1: loss 1.51, time: 2001.00ms"}])
+    assert by_ref == _report([str(job)], monkeypatch, False)
+    monkeypatch.setattr(reread, "ENABLED", True)
+    model = api.build([str(job)], api.Options(shared_cache=False)).model
+    src = str(job / "rank5.log")
+    assert isinstance(model.step_evidence[src], int)
+    made = model.step_line(src)
+    assert (made.kind, made.source, made.line, made.text, made.ms) == (
+        "step_time", src, 2, "iter 1: loss 1.51, time: 2001.00ms", 2001.0)
+
+
+def test_a_ranks_first_step_line_in_a_shared_file_reads_back_its_line(tmp_path, monkeypatch):
+    """Where the loop prints its rank (``[rank3]:``, every rank in one file), the model keeps each
+    rank's first step event (keyed by rank, not by a file) with its text by reference: it reads
+    back its own line, after a non-ASCII line."""
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(reread, "ENABLED", True)
+    log = tmp_path / "all.log"
+    lines = ["Training:  5%|█▌        | 1/20"] + [f"[rank{r}]:iter {i}: loss 1.5, time: {1000 + r}.00ms"
+                                                 for i in range(1, 8) for r in range(4)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = api.build([str(log)], api.Options(shared_cache=False)).model
+    assert sorted(model.step_evidence) == [0, 1, 2, 3]
+    for r in range(4):
+        ev = model.step_evidence[r]
+        assert isinstance(ev._text, int)  # type: ignore[union-attr]
+        assert (ev.line, ev.text) == (2 + r, f"[rank{r}]:iter 1: loss 1.5, time: {1000 + r}.00ms")  # type: ignore[union-attr]

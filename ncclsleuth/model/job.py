@@ -123,6 +123,23 @@ def place(source: str, ev: E.Event) -> int | None:
     return ev.line << PLACE_BITS | where
 
 
+def step_place(key: int | str, ev: E.Event | int) -> E.Event | int:
+    """What the job model keeps of the first step-timing line ``ev`` of rank (or file) ``key``
+    (merging a file's model, :mod:`.merge`): where ``key`` is the line's own file (a per-rank file
+    whose training loop prints no rank) and its text is kept by reference, its place, else ``ev``.
+
+    Only the stragglers' lines are ever quoted (``stragglers``, ``straggler_hosts``): every other
+    rank's event was ~250 bytes with its integers and float, 25 MB at 100,000 per-rank files.  A
+    step-timing line's event depends on its text alone (``FileParser._step_full``: the line, its
+    envelope peeled from itself), so :mod:`ncclsleuth.parse.again` makes it again as it was."""
+    if type(ev) is int or key != ev.source:  # type: ignore[union-attr]  # an event: not an int
+        return ev
+    where = ev._text  # type: ignore[union-attr]  # the slot behind Event.text
+    if where.__class__ is not int or where >> PLACE_BITS:
+        return ev
+    return ev.line << PLACE_BITS | where  # type: ignore[union-attr]
+
+
 class _Quotes(Mapping[str, E.Event]):
     """A process's evidence lines as events (:attr:`Process.evidence`): those it keeps by their
     place made again from their lines (:func:`ncclsleuth.parse.again.event`)."""
@@ -197,7 +214,6 @@ class Process:
     first_line: int = 0
     last_line: int = 0
     last_kind: str | None = None
-    last_ts: str | None = None
     #: the first problem line of this process (when its trouble started)
     first_error: E.Event | None = None
     gdr_conns: int = 0
@@ -471,7 +487,10 @@ class JobModel:
         #: rank (or source file) -> training-step times in ms, first STEP_SAMPLES of them (doubles,
         #: 8 bytes each, not a float object and a pointer: 32 bytes each)
         self.step_times: dict[int | str, array[float]] = {}
-        self.step_evidence: dict[int | str, E.Event] = {}
+        #: rank (or file) -> its first step-timing line: the event, or where the key is the line's
+        #: own file and the line is kept by reference, its place (:func:`step_place`, made an event
+        #: again when quoted: :meth:`step_line`)
+        self.step_evidence: dict[int | str, E.Event | int] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
         #: (launcher rank or None, file) -> what that rank did there (:mod:`.tracks`)
         self.tracks: dict[tuple[int | None, str], Track] = {}
@@ -587,6 +606,11 @@ class JobModel:
             held = owner is not None and ev in owner.said.values()  # by identity: events have no __eq__
         if held:
             owner.keep_places((id(ev),))  # type: ignore[union-attr]  # held: not None
+
+    def step_line(self, key: int | str) -> E.Event:
+        """The event of rank (or file) ``key``'s first step-timing line, made again from the line
+        where the model keeps its place (:func:`step_place`)."""
+        return _as_event(key if isinstance(key, str) else None, self.step_evidence[key], "step_time")
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
                  direction: str | None = None) -> str | None:
@@ -816,8 +840,6 @@ class JobModel:
                 return None
             p = self.processes[key] = Process(ev.host, ev.pid, ev.source, first_line=ev.line)
         p.last_line, p.last_kind = ev.line, ev.kind
-        if ev.ts:
-            p.last_ts = ev.ts
         if ev.rank is not None and p.launcher_rank is None:
             p.launcher_rank = ev.rank
         if ev.is_problem if problem is None else problem:

@@ -30,6 +30,7 @@ from .job import (
     Comm,
     JobModel,
     Process,
+    step_place,
 )
 
 
@@ -97,7 +98,8 @@ def merge(into: JobModel, other: JobModel) -> None:
         if mine_t is None:
             mine_t = into.step_times[step_key] = array("d")
         mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
-        into.step_evidence.setdefault(step_key, other.step_evidence[step_key])
+        if step_key not in into.step_evidence:
+            into.step_evidence[step_key] = step_place(step_key, other.step_evidence[step_key])
     if other.flight is not None:  # Flight Recorder dumps: folded here, per (group, seq)
         from .flight import absorb
 
@@ -135,7 +137,7 @@ def _new(mine: Container[Any], theirs: Iterable[Any]) -> int:
 
 
 def _merge_process(a: Process, b: Process) -> None:
-    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "last_ts", "first_error"):
+    for name in ("nccl_version", "cuda_version", "network", "launcher_rank", "first_error"):
         if getattr(a, name) is None:
             setattr(a, name, getattr(b, name))
     for name in ("bootstrap", "socket_ifaces", "ib_devices"):

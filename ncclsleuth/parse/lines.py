@@ -275,6 +275,8 @@ class FileParser:
         self._cur_start = 0
         self._rblock = ""
         self._rascii = True
+        #: the step scan's (character, byte) count of the block (:meth:`_step_ref`)
+        self._sbyte = (0, -1)
         self._rchar = 0
         self._rbyte = 0
         #: kinds whose place the sink is told of once their text is by reference (``placed``)
@@ -436,7 +438,7 @@ class FileParser:
         self._btext = None
         self._cur, self._rblock = None, ""
         self._keep_tail(text)
-        steps = self._step_lines(first, text, lined)
+        steps = self._step_lines(first, text, lined, at if refer else -1)
         if steps:
             (self._on_steps or put)(steps)
         return out
@@ -535,7 +537,7 @@ class FileParser:
             if self._cur is not None:
                 self._detach(ev)
 
-    def _step_lines(self, first: int, text: str, lined: list[int]) -> list[E.Event]:
+    def _step_lines(self, first: int, text: str, lined: list[int], at: int = -1) -> list[E.Event]:
         """Step-timing lines the prefilter skipped (one literal scan per format), sampled.
 
         A median needs a few dozen steps, not every step of a long run: at most
@@ -547,6 +549,10 @@ class FileParser:
         matches in ("NCCL" is one of its keywords, and the main loop leaves none of the others
         unread), told here by a set lookup and one ``in``, not by the prefilter again on each
         sampled step line (~2% of a per-rank file's parse, 32 of them a file).
+
+        ``at``: where the block starts in its file, where its lines may be kept by reference
+        (:meth:`parse_block`): a rank's first step line (the one the model keeps, as the evidence
+        of its step times) keeps its place, not its text (:meth:`_step_ref`).
         """
         out: list[E.Event] = []
         if self._steps_done:
@@ -554,6 +560,7 @@ class FileParser:
         done = set(lined)
         for scan in STEP_SCANS:
             counted, n = 0, first
+            self._sbyte = (0, at)  # (character, byte) of the block this scan has counted to
             for m in scan.finditer(text):
                 start = text.rfind("\n", 0, m.start()) + 1
                 end = text.find("\n", m.start())
@@ -567,10 +574,33 @@ class FileParser:
                     continue
                 keep, self._steps_done = sample_step(self._step_counts, ev.rank)
                 if keep:
+                    if at >= 0 and self._step_counts[ev.rank] == 1:
+                        self._step_ref(ev, text, start, line)
                     out.append(ev)
                 if self._steps_done:
                     return out
         return out
+
+    def _step_ref(self, ev: E.Event, text: str, start: int, line: str) -> None:
+        """``ev``'s text by reference: the step line ``line``, at character ``start`` of block
+        ``text`` (its bytes decoded, from byte ``self._sbyte``'s on: a block of progress bars is
+        not ASCII, and its bytes are counted from where the scan last counted them)."""
+        if ev._text is not line:  # type: ignore[attr-defined]  # the slot behind Event.text
+            return
+        char, byte = self._sbyte
+        if self._rascii:
+            where = reread.ref(byte + start - char, len(line), line)
+        else:
+            byte += len(text[char:start].encode())
+            self._sbyte = (start, byte)
+            where = reread.ref(byte, len(line) if line.isascii() else len(line.encode()), line)
+        if where is not None:
+            ev._text = where  # type: ignore[attr-defined]
+
+    def step_event(self, lineno: int, line: str) -> E.Event | None:
+        """The step-timing event of line ``line``, made from the line alone (as the step scan
+        made it: :mod:`.again` makes a kept step line's event again with this)."""
+        return self._step_full(lineno, line)
 
     def _step_event(self, lineno: int, line: str) -> E.Event | None:
         """A step-timing line, by its shape's learned plan where it has one (:mod:`.learned`,

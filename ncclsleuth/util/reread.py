@@ -37,8 +37,12 @@ _LEN_MASK = (1 << _LEN_BITS) - 1
 _CHECK_BITS = 16
 _CHECK_MASK = (1 << _CHECK_BITS) - 1
 _LOW = _LEN_BITS + _CHECK_BITS
-#: source (as events name it) -> the local path its lines are read again from
-_PATHS: dict[str, str] = {}
+#: source (as events name it) -> the local path its lines are read again from: the path, or where
+#: its name is the source's own last part (nearly always) the index of its folder in ``_DIRS``
+#: (100,000 per-rank files' absolute paths were ~100 bytes a rank of the peak; their folders are few)
+_PATHS: dict[str, str | int] = {}
+_DIRS: list[str] = []
+_DIR_INDEX: dict[str, int] = {}
 #: open files kept for reading lines back, and the lines read last (the facts and the report
 #: read some lines several times: the same rank's lines, the lines they quote)
 _OPEN: OrderedDict[str, int] = OrderedDict()
@@ -58,13 +62,34 @@ def register(source: str, path: str) -> None:
     """Lines of ``source`` may be kept by reference: they are read again from ``path``."""
     if ENABLED:
         with _LOCK:
-            _PATHS[source] = path
+            _PATHS[source] = _compact(source, path)
             _LINES.clear()  # lines read before came from the file as it was then
+
+
+def _compact(source: str, path: str) -> str | int:
+    """What ``_PATHS`` keeps of ``path`` for ``source``: its folder's index where ``path`` is that
+    folder joined with ``source``'s last part (:func:`path_of` joins them back), else ``path``."""
+    folder, name = os.path.split(path)
+    if not name or _name(source) != name or os.path.join(folder, name) != path:
+        return path
+    i = _DIR_INDEX.get(folder)
+    if i is None:
+        i = _DIR_INDEX[folder] = len(_DIRS)
+        _DIRS.append(folder)
+    return i
+
+
+def _name(source: str) -> str:
+    """The last part of a source's name (``a/b/rank3.log`` -> ``rank3.log``)."""
+    return source.rpartition("/")[2].rpartition(os.sep)[2]
 
 
 def path_of(source: str) -> str | None:
     """The path ``source``'s lines are read again from (None: its events keep their text)."""
-    return _PATHS.get(source)
+    got = _PATHS.get(source)
+    if isinstance(got, int):
+        return os.path.join(_DIRS[got], _name(source))
+    return got
 
 
 def ref(offset: int, length: int, text: str) -> int | None:
@@ -89,7 +114,7 @@ def line(source: str, where: int, lineno: int) -> str:
 
 def _line(source: str, where: int, lineno: int) -> str:
     offset, check, length = where >> _LOW, where >> _LEN_BITS & _CHECK_MASK, where & _LEN_MASK
-    path = _PATHS.get(source)
+    path = path_of(source)
     data = _read(path, offset - 1 if offset else 0, length + 2) if path is not None else None
     if data is not None:
         head, body = (data[:1], data[1:]) if offset else (b"\n", data)

@@ -169,7 +169,7 @@ def stragglers(model: JobModel) -> list[Straggler]:
                         "host": hosts.get(rank, "?") if rank is not None else "?", "median_ms": round(med, 1),
                         "job_median_ms": round(job, 1), "slower_pct": round(100 * (med / job - 1)),
                         "others": len(per) - 1, "steps": len(model.step_times[key]),
-                        "evidence": [model.step_evidence[key]]})
+                        "evidence": [model.step_line(key)]})
     return out
 
 
@@ -199,7 +199,7 @@ def straggler_hosts(model: JobModel) -> list[StragglerHost]:
     file_rank = {s: m.rank for m in ms.ranks for s in m.sources}
     hosts = rank_hosts(model)
     src_host = model.source_hosts()
-    per_host: dict[str, list[tuple[float, int | None, E.Event, int]]] = defaultdict(list)
+    per_host: dict[str, list[tuple[float, int | None, int | str, int]]] = defaultdict(list)
     for key, times in model.step_times.items():
         if len(times) < 5:
             continue
@@ -207,7 +207,7 @@ def straggler_hosts(model: JobModel) -> list[StragglerHost]:
         host = hosts.get(rank) if rank is not None else None
         host = host or (src_host.get(key) if isinstance(key, str) else None)
         if host:
-            per_host[host].append((median(times), rank, model.step_evidence[key], len(times)))
+            per_host[host].append((median(times), rank, key, len(times)))
     if len(per_host) < 2:
         return []
     med = {h: median([x[0] for x in v]) for h, v in per_host.items()}
@@ -224,7 +224,7 @@ def straggler_hosts(model: JobModel) -> list[StragglerHost]:
         out.append({"host": h, "ratio": round(m / others, 2), "median_ms": round(m, 1), "others_ms": round(others, 1),
                     "nranks": len(per_host[h]), "ranks": ranks, "nhosts": len(med) - 1,
                     "steps": sum(x[3] for x in per_host[h]),
-                    "evidence": [x[2] for x in per_host[h][:4]] + [per_host[fastest][0][2]]})
+                    "evidence": [model.step_line(x[2]) for x in (*per_host[h][:4], per_host[fastest][0])]})
     return out
 
 

@@ -421,7 +421,7 @@ class Watcher:
                 if big is not None:
                     u.comm_ranks = sorted(r for ck, r in p.comm_ranks if ck == big.key) or u.comm_ranks
                 u.past_init = u.past_init or any(
-                    self.model.comms[ck].ranks[r].complete is not None for ck, r in p.comm_ranks
+                    self.model.comms[ck].ranks[r].done is not None for ck, r in p.comm_ranks
                     if ck in self.model.comms and r in self.model.comms[ck].ranks)
         for k, t in alone.items():
             if k in out:
@@ -457,11 +457,11 @@ class Watcher:
                 continue
             phases: Counter[str] = Counter()
             for r, st in c.ranks.items():
-                if st.complete is None:
+                if st.done is None:
                     waiting = unit_of_rank.get((c.key, r))
                     phases[waiting.phase if waiting else "?"] += 1
             comms.append({"comm": c.key, "nranks": c.nranks, "seen": len(c.ranks),
-                          "complete": sum(1 for st in c.ranks.values() if st.complete is not None),
+                          "complete": sum(1 for st in c.ranks.values() if st.done is not None),
                           "rest_in": dict(phases.most_common())})
         hosts: dict[str, dict[str, Any]] = {}
         for u in units.values():

@@ -87,6 +87,30 @@ def test_an_init_complete_after_its_start_is_kept_as_its_line_and_time():
     assert (again.complete.source, again.complete.host, again.complete.pid) == ("job.log", "node1", 10)
 
 
+def test_an_init_complete_with_no_time_stamp_is_kept_as_its_line_number():
+    """A COMPLETE line of its start's process with no time stamp (NCCL INFO lines print none by
+    default) is its line number alone (a Done said nothing more: 56 bytes, three a rank); read, it
+    is the same Done: its line, and its file and process through its start.  It pickles, and a
+    merged state keeps another state's Done as it was (read through that state's start)."""
+    import pickle
+
+    from ncclsleuth.model.job import Done, RankState
+
+    text = (_INIT.format(h="node1", p=10, t=11, r=0, phase="START")
+            + "node1:10:11 [0] NCCL INFO Connected all rings\n"
+            + _INIT.format(h="node1", p=10, t=11, r=0, phase="COMPLETE"))
+    (comm,) = api.build(api.memory_sources({"job.log": text})).model.comms.values()
+    a = comm.ranks[0]
+    assert a.done == 3
+    got = a.complete
+    assert type(got) is Done and got.state is a and (got.line, got.ts) == (3, None)
+    assert (got.source, got.host, got.pid) == ("job.log", "node1", 10)
+    assert pickle.loads(pickle.dumps(a)).done == 3
+    other = RankState("c", 0)
+    other.complete = got  # another state's Done: kept as the Done (its file is that state's start's)
+    assert other.done is got and other.complete is got
+
+
 def test_a_communicators_tree_edges_are_kept_as_rank_and_parent_pairs():
     """Before: one TreeEdge a rank and channel, with the children it names (~170 bytes; the
     topology reads the rank and its parent, and a child's own line names its parent): now two

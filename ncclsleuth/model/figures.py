@@ -72,14 +72,14 @@ def build_figures(model: JobModel, max_comms: int = 4) -> dict[str, Any]:
             "truncated": bool(c.ring_truncated),
         })
     init: list[dict[str, Any]] = []
-    timed = [c for c in comms if any(st.timed is not None or (st.began is not None and st.complete is not None)
+    timed = [c for c in comms if any(st.timed is not None or (st.began is not None and st.done is not None)
                                      for st in c.ranks.values())]
     if timed:
         c = timed[0]
         rows: list[dict[str, Any]] = []
         for r, st in sorted(c.ranks.items()):
             t0 = _ts_seconds(st.start_ts) if st.began is not None else None
-            t1 = _ts_seconds(st.complete.ts) if st.complete else None
+            t1 = _ts_seconds(done.ts) if (done := st.complete) is not None else None
             phases: list[list[Any]] = [[name, float(v)] for name, v in st.init_phases]
             row: dict[str, Any] = {"comm": c.key, "rank": r, "host": st.host, "phases": phases,
                                    "offset": None, "duration": None, "source": None}
@@ -105,7 +105,7 @@ def init_progress(model: JobModel, comm: Comm | None) -> list[dict[str, Any]]:
     failure has no timings to draw): whether it logged Init START and COMPLETE, and the
     first error line of its process (``error``: text, ``source``, ``line``).  Empty when
     every rank completed init."""
-    if comm is None or all(st.complete is not None for st in comm.ranks.values()):
+    if comm is None or all(st.done is not None for st in comm.ranks.values()):
         return []
     by_process: dict[tuple[str | None, int | None], E.Event] = {}
     by_rank: dict[int, E.Event] = {}
@@ -118,7 +118,7 @@ def init_progress(model: JobModel, comm: Comm | None) -> list[dict[str, Any]]:
     for r, st in sorted(comm.ranks.items()):
         first = by_process.get((st.host, st.pid)) or by_rank.get(r)
         rows.append({"rank": r, "host": st.host, "started": st.began is not None,
-                     "completed": st.complete is not None,
+                     "completed": st.done is not None,
                      "error": first.text.strip() if first is not None else None,
                      "source": first.source if first is not None else None,
                      "line": first.line if first is not None else None})

@@ -332,8 +332,10 @@ class RankState:
     source: str | None = None
     start_phase: str | None = None
     start_ts: str | None = None
-    #: its Init COMPLETE line: a :class:`Done` where its start says where it was printed, else the event
-    complete: E.CommInit | Done | None = None
+    #: its Init COMPLETE line (read as :attr:`complete`): the event, a :class:`Done` where its start
+    #: says where it was printed, or where the line has no time stamp either (the Done would say
+    #: nothing but the line: 56 bytes, three a rank) its line number alone
+    done: E.CommInit | Done | int | None = None
     #: its ``Init timings`` line: the event, or where its start is of the same file (``source``)
     #: and the model keeps no event of it (analyze keeps none: ``UNREAD_KINDS``), its place
     #: (:func:`place`, read in ``source``; the event made again when asked: :attr:`timings`).  What every rank's is
@@ -387,6 +389,17 @@ class RankState:
             self.begin(b, place(b.source, b))
         if isinstance(t, E.InitTimings) and id(t) in unkept and self.source is not None:
             self.time(t, place(self.source, t))
+
+    @property
+    def complete(self) -> E.CommInit | Done | None:
+        """Its Init COMPLETE line: the event or a :class:`Done` (made for the asker where the state
+        keeps the line number alone).  Whether it completed is ``done is not None``: this may make one."""
+        d = self.done
+        return Done(self, d, None) if type(d) is int else d  # type: ignore[return-value]
+
+    @complete.setter
+    def complete(self, value: E.CommInit | Done | None) -> None:
+        self.done = value.line if type(value) is Done and value.state is self and value.ts is None else value
 
     def init_event(self) -> E.CommInit | None:
         """The event of one of its Init lines, as evidence: the start, else the Init COMPLETE line."""

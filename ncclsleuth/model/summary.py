@@ -35,7 +35,7 @@ def summarize(model: JobModel) -> dict[str, Any]:
             continue
         totals = [r.init_total for r in c.ranks.values() if r.timed is not None]
         comms.append({"comm": c.key, "nranks": c.nranks, "ranks_seen": len(c.ranks),
-                      "init_complete": sum(1 for r in c.ranks.values() if r.complete is not None),
+                      "init_complete": sum(1 for r in c.ranks.values() if r.done is not None),
                       "init_max_s": round(max(totals), 3) if totals else None,
                       "channels": len(c.rings) or None,
                       "transports": dict(sorted(c.transports.items()))})

@@ -263,7 +263,7 @@ def duplicate_busid(model: JobModel) -> list[DuplicateBusId]:
     for c in model.comms.values():
         by: dict[tuple[str, str], list[int]] = defaultdict(list)
         for r, st in c.ranks.items():
-            if st.host and st.bus_id and st.began is not None and st.complete is None and st.nnodes is None:
+            if st.host and st.bus_id and st.began is not None and st.done is None and st.nnodes is None:
                 by[(_nccl_host(model, st.host, st.pid), st.bus_id)].append(r)
         for (host, bus), ranks in sorted(by.items()):
             if len(ranks) < 2 or (host, bus) in seen:

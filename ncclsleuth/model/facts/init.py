@@ -60,8 +60,8 @@ def init_stuck(model: JobModel) -> list[InitStuck]:
     """Ranks that logged Init START but never Init COMPLETE while others of the comm did."""
     out: list[InitStuck] = []
     for c in model.comms.values():
-        done = [r for r in c.ranks.values() if r.complete is not None]
-        stuck = [r for r in c.ranks.values() if r.began is not None and r.complete is None]
+        done = [r for r in c.ranks.values() if r.done is not None]
+        stuck = [r for r in c.ranks.values() if r.began is not None and r.done is None]
         if not done or not stuck:
             continue
         hosts = sorted({r.host or "?" for r in stuck})
@@ -122,7 +122,7 @@ def init_stopped_silently(model: JobModel) -> list[InitStoppedSilently]:
     hosts = {p.host for p in model.processes.values() if p.host}
     out: list[InitStoppedSilently] = []
     for c in model.comms.values():
-        if c.graph_event is None or any(r.complete is not None for r in c.ranks.values()):
+        if c.graph_event is None or any(r.done is not None for r in c.ranks.values()):
             continue
         nranks = c.nranks or max((len(o) for o in c.rings.values()), default=0)
         if nranks < 2:
@@ -151,7 +151,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
             continue
         # "Init START" exists from NCCL 2.18.3 on; older logs say nothing about ranks that are absent
         started = {r for r, st in c.ranks.items() if st.start_phase == "START"}
-        seen = started | {r for r, st in c.ranks.items() if st.complete is not None}
+        seen = started | {r for r, st in c.ranks.items() if st.done is not None}
         missing = sorted(set(range(c.nranks)) - seen)
         if not missing or not started:
             continue
@@ -159,7 +159,7 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         present = _present_without_init(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else None
         if present == []:
             continue
-        completed = sum(1 for st in c.ranks.values() if st.complete is not None)
+        completed = sum(1 for st in c.ranks.values() if st.done is not None)
         if completed and not failed:
             continue
         hosts = _guess_hosts(c, missing)

@@ -419,9 +419,9 @@ class Watcher:
             if p.comm_ranks:
                 u.nccl = True
                 if big is not None:
-                    u.comm_ranks = sorted(r for ck, r in p.comm_ranks if ck == big.key) or u.comm_ranks
+                    u.comm_ranks = sorted(r for ck, r in p.comm_pairs() if ck == big.key) or u.comm_ranks
                 u.past_init = u.past_init or any(
-                    self.model.comms[ck].ranks[r].done is not None for ck, r in p.comm_ranks
+                    self.model.comms[ck].ranks[r].done is not None for ck, r in p.comm_pairs()
                     if ck in self.model.comms and r in self.model.comms[ck].ranks)
         for k, t in alone.items():
             if k in out:
@@ -449,7 +449,7 @@ class Watcher:
         unit_of_rank: dict[tuple[str, int], Unit] = {}
         for u in units.values():
             p = self.model.processes.get(u.key)
-            for ck, r in (p.comm_ranks if p else ()):
+            for ck, r in (p.comm_pairs() if p else ()):
                 unit_of_rank[(ck, r)] = u
         comms = []
         for c in sorted(self.model.comms.values(), key=lambda c: (-(c.nranks or 0), c.key)):

@@ -36,7 +36,7 @@ def test_ring_orders_are_one_tuple_per_distinct_order(tmp_path, layout, monkeypa
 
 def test_a_process_keeps_its_communicator_ranks_in_order_once_and_no_set(tmp_path):
     """Init START and COMPLETE of two communicators: two pairs, in the order of the first Init
-    lines; a process of PyTorch's lines alone (no NCCL init) holds the empty tuple, not an
+    lines, kept flat (comm, rank, comm, rank: a pair object each was ~56 bytes); a process of PyTorch's lines alone (no NCCL init) holds the empty tuple, not an
     empty set of its own (216 bytes: one such process a rank in a folder of per-rank files)."""
     lines = []
     for comm, what, rank, n in (("0xaaaa000000000001", "ncclCommInitRank", 9, 16), ("0xbbbb000000000002", "ncclCommSplit", 1, 8)):
@@ -49,7 +49,8 @@ def test_a_process_keeps_its_communicator_ranks_in_order_once_and_no_set(tmp_pat
     log.write_text("\n".join(lines) + "\n")
     model = api.build([str(log)], api.Options(jobs=1)).model
     nccl = model.processes[("nodeb", 701)]
-    assert nccl.comm_ranks == (("0xaaaa000000000001", 9), ("0xbbbb000000000002", 1))
+    assert list(nccl.comm_pairs()) == [("0xaaaa000000000001", 9), ("0xbbbb000000000002", 1)]
+    assert nccl.comm_ranks == ("0xaaaa000000000001", 9, "0xbbbb000000000002", 1)  # flat: no pair objects
     others = [p for k, p in model.processes.items() if k != ("nodeb", 701)]
     assert others and all(type(p.comm_ranks) is tuple and not p.comm_ranks for p in others)
 

@@ -208,8 +208,10 @@ class Process:
     #: net plugins it loaded (a tuple: most load none)
     plugins: tuple[str, ...] = ()
     #: (communicator, its rank there) per communicator it initialised, in the order of their
-    #: first Init lines (a tuple: an empty set was 216 bytes of every process, one a rank with none)
-    comm_ranks: tuple[tuple[str, int], ...] = ()
+    #: first Init lines, flat: ``comm, rank, comm, rank, ...`` (read as pairs: :meth:`comm_pairs`).
+    #: A tuple: an empty set was 216 bytes of every process, one a rank with none; and flat: a
+    #: tuple of pairs was a pair object each (~170 bytes a rank of three communicators)
+    comm_ranks: tuple[str | int, ...] = ()
     launcher_rank: int | None = None
     first_line: int = 0
     last_line: int = 0
@@ -225,6 +227,19 @@ class Process:
     #: file's process of its ``[rankN]:`` lines sets none, and its two empty dicts and list were
     #: ~230 bytes a rank
     said: Mapping[str, E.Event | int] = _NONE_SET
+
+    def comm_pairs(self) -> Iterator[tuple[str, int]]:
+        """(communicator, its rank there) of each communicator it initialised, in order."""
+        it = iter(self.comm_ranks)
+        return zip(it, it)  # type: ignore[arg-type]  # comm_ranks alternates str and int
+
+    def add_comm_rank(self, comm: str, rank: int) -> None:
+        """Its rank ``rank`` in communicator ``comm`` (once)."""
+        cr = self.comm_ranks
+        for i in range(0, len(cr), 2):
+            if cr[i] == comm and cr[i + 1] == rank:
+                return
+        self.comm_ranks = (*cr, comm, rank)
 
     def own_env(self) -> dict[str, str]:
         """``env``, to be written to (a dict of its own from the first setting on)."""
@@ -670,10 +685,10 @@ class JobModel:
         stay with the last.
         """
         cur = self._proc_comm.get(key)
-        if p is None or len(p.comm_ranks) < 2:
+        if p is None or len(p.comm_ranks) < 4:  # one communicator (a pair): no other to fit
             return cur
         own, peer = (dst, src) if receive else (src, dst)
-        fit = [ck for ck, r in p.comm_ranks if r == own and self._holds(ck, peer)]
+        fit = [ck for ck, r in p.comm_pairs() if r == own and self._holds(ck, peer)]
         return fit[0] if len(fit) == 1 else cur
 
     def _holds(self, comm_key: str, rank: int) -> bool:
@@ -1050,9 +1065,7 @@ def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
     elif ev.phase == "COMPLETE":
         st.complete = _complete(st, ev)
     if p is not None:
-        pair = (key, ev.comm_rank)
-        if pair not in p.comm_ranks:
-            p.comm_ranks += (pair,)
+        p.add_comm_rank(key, ev.comm_rank)
         m._proc_comm[_pkey(ev)] = key  # per process: as bounded as the processes
 
 

@@ -148,7 +148,8 @@ def _merge_process(a: Process, b: Process) -> None:
     if b.env:
         a.own_env().update({k: v for k, v in b.env.items() if k not in a.env})
     a.plugins += tuple(x for x in b.plugins if x not in a.plugins)
-    a.comm_ranks += tuple(x for x in b.comm_ranks if x not in a.comm_ranks)
+    for comm, rank in b.comm_pairs():
+        a.add_comm_rank(comm, rank)
     a.gdr_conns += b.gdr_conns
     a.net_conns += b.net_conns
     a.errors += b.errors

@@ -289,6 +289,7 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
             files_read += int(read)  # a count: one file serially, a run of files from a worker
             if options.progress is not None:
                 options.progress(part)
+            del part  # merged: not held through the next file's parse (its unkept events)
     finally:
         close = getattr(source, "close", None)
         if close is not None:

@@ -79,8 +79,10 @@ def parallel_results(files: list[InputFile], jobs: int, cache: bool,
     results = run_in_order(len(runs), lambda i: _parse_task((runs[i], cache, drop)), workers, meanwhile,
                            worker_done=lambda: worker_cache(cache).save())
     try:
-        for run, got in zip(runs, results):
+        for run in runs:  # not zip(runs, results): zip holds its last result until the next is in
+            got = next(results)
             yield from in_order(got, run, cache, drop, fits)
+            del got  # merged: the run model's shell and the events the job model did not keep
     finally:
         results.close()  # a generator: stops the workers if the caller stopped early
 

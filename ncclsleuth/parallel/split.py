@@ -223,15 +223,21 @@ def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
                            worker_done=lambda: worker_cache(cache).save())
     into: Assembler | None = None
     try:
-        for item, got in zip(items, results):
+        # not ``zip(items, results)``: zip keeps its last (item, result) pair for reuse until the
+        # next result is in, and a piece's recorded events (most of them ones the model does not
+        # keep) lived on through the parse of the next
+        for item in items:
+            got = next(results)
             if item[0] == "run":
                 yield from in_order(got, item[1], cache, drop, fits)
+                del got
                 continue
             _, f, sp, k = item
             if k == 0:
                 into = Assembler(f, sp, worker_cache(cache), drop)
             assert into is not None
             into.feed(got)
+            del got  # replayed: its events are the model's now, or garbage
             if k == len(sp) - 1:
                 yield into.done()
                 into = None

@@ -165,7 +165,7 @@ def test_a_files_rank_from_its_prefix_its_nccl_process_its_name_and_its_sibling(
     got = {mb.rank: sorted(mb.sources) for mb in members(m).ranks}
     assert got == {2: ["job/attempt_0/2/stdout.log"], 4: ["a.log"], 5: ["x/stderr.log", "x/stdout.log"],
                    6: ["b.log"], 7: ["rank7.log"]}
-    assert members(m).by_rank[6].host == "h2" and members(m).by_rank[5].progress.step == 1  # type: ignore[union-attr]
+    assert members(m).by_rank[6].host == "h2" and members(m).by_rank[5].step == 1
 
 
 def test_members_share_their_tracks_counters_and_find_ranks_without_a_dict():

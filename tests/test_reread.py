@@ -149,7 +149,10 @@ def test_a_rank_files_last_line_and_progress_line_are_kept_by_reference(tmp_path
     crlf.write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
     for path, by_ref in ((plain, True), (crlf, False)):
         model = api.build([str(path)], api.Options(jobs=1, shared_cache=False)).model
-        ends = {type(ev).__name__: ev for t in model.tracks.values() for ev in (t.last, t.progress) if ev is not None}
+        ends = {type(ev).__name__: ev for t in model.tracks.values() for ev in (t.last_line(), t.progress_line())
+                if ev is not None}
+        placed = [type(x) is int for t in model.tracks.values() for x in (t.last, t.progress) if x is not None]
+        assert placed == [by_ref, by_ref], path  # by reference: kept as their places, made again here
         assert sorted(ends) == ["LastLine", "Progress"], path
         assert (ends["LastLine"].line, ends["LastLine"].text) == (43, "saving checkpoint")
         assert (ends["Progress"].line, ends["Progress"].text) == (41, "step 12 loss 0.93 | lr 1e-4")
@@ -164,6 +167,7 @@ def test_an_interleaved_files_last_lines_keep_their_text(tmp_path, monkeypatch):
     log.write_text("".join(f"[rank{r}]: step {s} loss 0.5\n" for s in range(3) for r in range(4)), encoding="utf-8")
     model = api.build([str(log)], api.Options(jobs=1, shared_cache=False)).model
     lasts = [t.last for t in model.tracks.values() if t.last is not None]
+    assert all(isinstance(ev, E.Event) for ev in lasts)  # not placed: their events kept
     assert len(lasts) == 4 and all(type(ev._text) is str for ev in lasts)
     assert sorted(ev.text for ev in lasts) == [f"[rank{r}]: step 2 loss 0.5" for r in range(4)]
 
@@ -244,11 +248,12 @@ def test_findings_quote_evidence_lines_kept_by_place(tmp_path, monkeypatch, jobs
     model = api.build([str(log)], api.Options(jobs=jobs, shared_cache=False)).model
     odd = model.processes[("node3", 103)]
     assert type(odd.said["nccl_version"]) is int and type(odd.said["net_selected"]) is int
-    from ncclsleuth.model import job as J
 
     made: list[int] = []
-    real = J.make_again
-    monkeypatch.setattr(J, "make_again", lambda *a: made.append(a[1]) or real(*a))  # type: ignore[misc]
+    from ncclsleuth.model import places
+
+    real = places.make_again
+    monkeypatch.setattr(places, "make_again", lambda *a: made.append(a[1]) or real(*a))  # type: ignore[misc]
     assert "net_selected" in odd.evidence and "net_plugin" not in odd.evidence and made == []  # asked: not made
     assert odd.said_at("net_selected") == (str(log), 16)
     assert odd.evidence["net_selected"].text == lines[15] and odd.evidence["net_selected"].network == "Socket"
@@ -416,3 +421,26 @@ def test_a_ranks_first_step_line_in_a_shared_file_reads_back_its_line(tmp_path, 
         ev = model.step_evidence[r]
         assert isinstance(ev._text, int)  # type: ignore[union-attr]
         assert (ev.line, ev.text) == (2 + r, f"[rank{r}]:iter 1: loss 1.5, time: {1000 + r}.00ms")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("last", ["[rank3]:[E1129 11:41:55.972090988 ProcessGroupNCCL.cpp:632] [Rank 3] boom",
+                                  "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] watchdog thread terminated"])
+def test_a_files_last_and_progress_lines_kept_by_place_are_made_again_as_read(tmp_path, monkeypatch, last):
+    """A one-rank file's last line and last progress line (a progress bar: step, total, elapsed,
+    unit) are kept as their places in the job's model, with the time stamp, step and elapsed
+    seconds beside them; made again, each is field for field the event kept with every text."""
+    log = tmp_path / "rank3.log"
+    log.write_text("iter 9: loss 1.5, time: 1000.00ms\n"
+                   "Training:  47%|████▋     | 1695/3634 [30:09<33:25, 1.07it/s]\n" + last + "\n", encoding="utf-8")
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(reread, "ENABLED", on)
+        monkeypatch.setattr(reread, "_PATHS", {})
+        model = api.build([str(log)], api.Options(shared_cache=False)).model
+        (t,) = [t for t in model.tracks.values() if t.last is not None]  # its rank's track, or the file's
+        (p,) = [p for p in model.tracks.values() if p.progress is not None]
+        assert (type(t.last) is int, type(p.progress) is int) == (on, on)
+        got[on] = (t.last_line().to_dict(), p.progress_line().to_dict(), t.last_ts, p.step, p.elapsed_s)  # type: ignore[union-attr]
+    assert got[True] == got[False]
+    assert got[True][1]["step"] == 1695 and got[True][3:] == (1695, 30 * 60 + 9)
+    assert got[True][2] == ("1129 11:41:55.972090988" if last.startswith("[rank3]") else None)

@@ -85,8 +85,8 @@ def test_where_the_output_stops_is_the_same_read_by_offset_or_as_text(tmp_path):
     packed.parent.mkdir()
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     models = [api.build([str(p)], api.Options(jobs=1)).model for p in (plain, packed)]
-    tails = [sorted(((-1 if r is None else r), t.last.line, t.last.text, t.progress.line if t.progress else None)
-                    for (r, _), t in m.tracks.items() if t.last is not None) for m in models]
+    tails = [sorted(((-1 if r is None else r), last.line, last.text, p.line if (p := t.progress_line()) else None)
+                    for (r, _), t in m.tracks.items() if (last := t.last_line()) is not None) for m in models]
     assert tails[0] == tails[1]
     assert [(r, text) for r, _, text, _ in tails[0] if r >= 0] == [
         (r, f"[rank{r}]: RuntimeError: NCCL communicator was aborted on rank {r}.") for r in range(8)]

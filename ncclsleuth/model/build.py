@@ -16,7 +16,7 @@ from ..ingest.blocks import BlockReader, RangeReader, Span
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser
-from . import job
+from . import places
 from .job import JobModel
 
 if TYPE_CHECKING:  # a file parsed whole (every paste, every per-rank file) never loads the pieces' code
@@ -34,7 +34,7 @@ def _made_again(source: str, line: int, where: int, kind: str) -> Event:
 
 #: the lines a model keeps by their place are made events again by the parser (the model does not
 #: import the parse stage; every model that keeps places is built here or merged from those)
-job.make_again = _made_again
+places.make_again = _made_again
 
 
 def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = None,

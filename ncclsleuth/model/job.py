@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +12,7 @@ from .. import events as E
 from ..events.nccl import via_fields
 from ..util.classes import dataclass
 from ..util.rxstore import rx
+from .places import PLACE_BITS, as_event, line_place
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
@@ -95,9 +96,6 @@ class _Unset(Mapping[str, Any]):
 
 _NONE_SET: Mapping[str, Any] = _Unset()
 
-#: an evidence line kept by its place: ``line << PLACE_BITS | reference`` (:func:`place`); a
-#: reference of a byte offset past 2**42 (4 TiB) does not fit: its event is kept
-PLACE_BITS = 80
 #: kinds whose event a process keeps as the evidence line of what it set (``Process.evidence``):
 #: those a fact quotes (tests/test_model_sharing.py checks each has a reader).  Not
 #: ``net_plugin``: kept and never read, one event a process (~200 bytes a rank at 100,000 ranks)
@@ -134,10 +132,24 @@ def step_place(key: int | str, ev: E.Event | int) -> E.Event | int:
     envelope peeled from itself), so :mod:`ncclsleuth.parse.again` makes it again as it was."""
     if type(ev) is int or key != ev.source:  # type: ignore[union-attr]  # an event: not an int
         return ev
-    where = ev._text  # type: ignore[union-attr]  # the slot behind Event.text
-    if where.__class__ is not int or where >> PLACE_BITS:
-        return ev
-    return ev.line << PLACE_BITS | where  # type: ignore[union-attr]
+    at = line_place(ev)  # type: ignore[arg-type]  # an event: not an int
+    return ev if at is None else at
+
+
+def track_places(t: Track) -> None:
+    """Keep a track's last line and last progress line (the events the parser made at the end of
+    its file: :meth:`ncclsleuth.parse.lines.FileParser.tail`) as their places where their texts are
+    by reference (a file of one rank), merging the file's model.  What every rank's is read for
+    stays beside them (:class:`Track`: ``last_ts``, ``step``, ``elapsed_s``); the line itself is
+    quoted for the few ranks a finding names (~300 bytes a rank with their integers: 30 MB at
+    100,000 per-rank files).  Both events depend on their line alone (its envelope peeled from it,
+    its progress read from it), so :mod:`ncclsleuth.parse.again` makes them again as they were."""
+    ev = t.last
+    if ev is not None and type(ev) is not int and ev.source == t.source:  # type: ignore[union-attr]
+        t.last = line_place(ev) or ev  # type: ignore[arg-type]
+    pr = t.progress
+    if pr is not None and type(pr) is not int and pr.source == t.source:  # type: ignore[union-attr]
+        t.progress = line_place(pr) or pr  # type: ignore[arg-type]
 
 
 class _Quotes(Mapping[str, E.Event]):
@@ -151,7 +163,7 @@ class _Quotes(Mapping[str, E.Event]):
         self.said = said
 
     def __getitem__(self, key: str) -> E.Event:
-        return _as_event(self.source, self.said[key], _said_kind(key))
+        return as_event(self.source, self.said[key], _said_kind(key))
 
     def __contains__(self, key: object) -> bool:  # Mapping's asks for the item: it would be made
         return key in self.said
@@ -161,22 +173,6 @@ class _Quotes(Mapping[str, E.Event]):
 
     def __len__(self) -> int:
         return len(self.said)
-
-
-_PLACE_MASK = (1 << PLACE_BITS) - 1
-#: (file, line, reference, kind) -> the event made again from the line: the parser's
-#: (``ncclsleuth.parse.again.event``), set by :mod:`.build`, which builds the models that keep
-#: places (the model does not import the parse stage)
-make_again: Callable[[str, int, int, str], E.Event] | None = None
-
-
-def _as_event(source: str | None, kept: E.Event | int | None, kind: str) -> Any:
-    """``kept`` (an event, None, or a line's place in ``source``) as the ``kind`` event of its line."""
-    if type(kept) is not int:
-        return kept
-    if make_again is None or source is None:  # set wherever a model that keeps places is built
-        raise RuntimeError("ncclsleuth.model.build sets make_again: a place cannot be read without it")
-    return make_again(source, kept >> PLACE_BITS, kept & _PLACE_MASK, kind)
 
 
 def _said_kind(key: str) -> str:
@@ -366,7 +362,7 @@ class RankState:
     def start(self) -> E.CommInit | None:
         """The event of its Init START line (made again from the line where it keeps its place).
         Whether it began is ``began is not None``: this makes the event."""
-        return _as_event(self.source, self.began, "comm_init")
+        return as_event(self.source, self.began, "comm_init")
 
     def begin(self, ev: E.CommInit, at: int | None) -> None:
         """Its Init START line ``ev``: kept as its place ``at`` (None: the event), with its file,
@@ -387,7 +383,7 @@ class RankState:
     @property
     def timings(self) -> E.InitTimings | None:
         """The event of its ``Init timings`` line (made again from the line where it keeps its place)."""
-        return _as_event(self.source, self.timed, "init_timings")
+        return as_event(self.source, self.timed, "init_timings")
 
     def time(self, ev: E.InitTimings, at: int | None) -> None:
         """Its ``Init timings`` line ``ev``: kept as its place ``at`` (None: the event), with its
@@ -638,7 +634,7 @@ class JobModel:
     def step_line(self, key: int | str) -> E.Event:
         """The event of rank (or file) ``key``'s first step-timing line, made again from the line
         where the model keeps its place (:func:`step_place`)."""
-        return _as_event(key if isinstance(key, str) else None, self.step_evidence[key], "step_time")
+        return as_event(key if isinstance(key, str) else None, self.step_evidence[key], "step_time")
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
                  direction: str | None = None) -> str | None:

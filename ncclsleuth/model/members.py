@@ -66,9 +66,13 @@ class Member:
     #: its first file, and any others (see :attr:`sources`: a tuple each was 48 bytes a rank)
     source: str | None = None
     more_sources: tuple[str, ...] = ()
-    last: E.Event | None = None
+    #: the track of its last line (the latest of its tracks' by the time they print, else the last
+    #: read), and when it was printed; the track of its last progress line (the furthest step).
+    #: The tracks keep those lines' places and what every rank's is read for (time stamp, step,
+    #: elapsed seconds): the lines are made for the few ranks a finding quotes (:meth:`last_line`)
+    last_of: Track | None = None
     last_t: Stamp | None = None
-    progress: E.Progress | None = None
+    progress_of: Track | None = None
     first_problem: E.Event | None = None
     first_t: Stamp | None = None
     last_problem: E.Event | None = None
@@ -81,6 +85,24 @@ class Member:
     exit: Exit | None = None
     #: lines of a file that interleaves ranks and carry no rank (not a rank of the job)
     shared: bool = False
+
+    @property
+    def step(self) -> int | None:
+        """The step its last progress line reached (None: no progress line)."""
+        return self.progress_of.step if self.progress_of is not None else None
+
+    @property
+    def elapsed_s(self) -> int | None:
+        """The seconds its last progress line (a progress bar) says have elapsed."""
+        return self.progress_of.elapsed_s if self.progress_of is not None else None
+
+    def last_line(self) -> E.Event | None:
+        """The event of its last line (where its output stops)."""
+        return self.last_of.last_line() if self.last_of is not None else None
+
+    def progress_line(self) -> E.Progress | None:
+        """The event of its last progress line."""
+        return self.progress_of.progress_line() if self.progress_of is not None else None
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -270,8 +292,9 @@ def _build(model: JobModel) -> Members:
     return Members(items)
 
 
-def _later(a: E.Event | None, at: Stamp | None, b: E.Event, bt: Stamp | None) -> bool:
-    """Whether line ``b`` came after line ``a`` (by the times they print, else input order)."""
+def _later(a: Track | None, at: Stamp | None, bt: Stamp | None) -> bool:
+    """Whether a last line printed at ``bt`` came after track ``a``'s printed at ``at`` (by the times
+    they print, else input order)."""
     if a is None:
         return True
     if at is not None and bt is not None:
@@ -285,12 +308,11 @@ def _absorb(m: Member, t: Track) -> None:
     elif t.source != m.source and t.source not in m.more_sources:
         m.more_sources = (*m.more_sources, t.source)
     if t.last is not None:
-        lt = stamp(t.last.ts) if t.last.ts else None
-        if _later(m.last, m.last_t, t.last, lt):
-            m.last, m.last_t = t.last, lt
-    if t.progress is not None and t.progress.step is not None and (
-            m.progress is None or (m.progress.step or -1) < t.progress.step):
-        m.progress = t.progress
+        lt = stamp(t.last_ts) if t.last_ts else None
+        if _later(m.last_of, m.last_t, lt):
+            m.last_of, m.last_t = t, lt
+    if t.progress is not None and t.step is not None and (m.progress_of is None or (m.step or -1) < t.step):
+        m.progress_of = t
     if t.first_problem is not None:
         if m.first_problem is None or (t.first_t is not None and (m.first_t is None or t.first_t.t < m.first_t.t)):
             m.first_problem, m.first_t = t.first_problem, t.first_t or m.first_t

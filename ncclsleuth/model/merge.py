@@ -31,6 +31,7 @@ from .job import (
     JobModel,
     Process,
     step_place,
+    track_places,
 )
 
 
@@ -86,6 +87,8 @@ def merge(into: JobModel, other: JobModel) -> None:
                 continue
             mine_c = into.comms[comm_key] = Comm(comm_key)
         _merge_comm(into, mine_c, c)
+    for t in other.tracks.values():
+        track_places(t)
     into.tracks.update(other.tracks)  # keyed by (rank, file): a file's tracks are its own
     into.versions_unattached.extend(other.versions_unattached[: max(KEEP_PER_KIND - len(into.versions_unattached), 0)])
     into.failure_blocks.extend(other.failure_blocks[: max(KEEP_PER_KIND - len(into.failure_blocks), 0)])

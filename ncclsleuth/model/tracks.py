@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .. import events as E
 from ..util.clock import Stamp, stamp
+from .places import as_event
 
 #: event kinds a track looks at besides problem lines
 TRACKED = frozenset({"last_line", "progress", "work_status", "watchdog_timeout", "traceback", "collective_mismatch"})
@@ -21,16 +22,22 @@ TRACKED = frozenset({"last_line", "progress", "work_status", "watchdog_timeout",
 class Track:
     """One rank's (or one file's unprefixed) lines, summarised."""
 
-    __slots__ = ("rank", "source", "last", "progress", "first_problem", "first_t", "last_problem", "problems",
-                 "traceback", "watchdog", "counters", "mismatch")
+    __slots__ = ("rank", "source", "last", "last_ts", "progress", "step", "elapsed_s", "first_problem", "first_t",
+                 "last_problem", "problems", "traceback", "watchdog", "counters", "mismatch")
 
     def __init__(self, rank: int | None, source: str) -> None:
         self.rank = rank
         self.source = source
-        #: the last line of its output (a ``last_line`` event)
-        self.last: E.Event | None = None
-        #: its last training-progress line
-        self.progress: E.Progress | None = None
+        #: the last line of its output (a ``last_line`` event; in the job's model its place where
+        #: the file is one rank's: ``ncclsleuth.model.job.track_places``, read by :meth:`last_line`),
+        #: and its time stamp (None where it prints none)
+        self.last: E.Event | int | None = None
+        self.last_ts: str | None = None
+        #: its last training-progress line (its event, or its place as ``last``: :meth:`progress_line`),
+        #: with the step it reached and the seconds a progress bar says have elapsed
+        self.progress: E.Progress | int | None = None
+        self.step: int | None = None
+        self.elapsed_s: int | None = None
         #: its first problem line, and when it was printed where the line says
         self.first_problem: E.Event | None = None
         self.first_t: Stamp | None = None
@@ -55,9 +62,9 @@ class Track:
             if self.first_t is None and ev.ts:  # when its trouble started, where a line says
                 self.first_t = stamp(ev.ts)
         if kind == "last_line":
-            self.last = ev
+            self.last, self.last_ts = ev, ev.ts
         elif kind == "progress":
-            self.progress = ev  # type: ignore[assignment]
+            self.progress, self.step, self.elapsed_s = ev, ev.step, ev.elapsed_s  # type: ignore[assignment,attr-defined]
         elif kind == "traceback":
             self.traceback = ev  # type: ignore[assignment]
         elif kind == "watchdog_timeout":
@@ -67,6 +74,14 @@ class Track:
             self._counter(ev)  # type: ignore[arg-type]
         elif kind == "collective_mismatch" and self.mismatch is None:
             self.mismatch = ev  # type: ignore[assignment]
+
+    def last_line(self) -> E.Event | None:
+        """The event of its last line (made again from the line where the track keeps its place)."""
+        return as_event(self.source, self.last, "last_line")
+
+    def progress_line(self) -> E.Progress | None:
+        """The event of its last progress line (made again where the track keeps its place)."""
+        return as_event(self.source, self.progress, "progress")
 
     def _counter(self, ev: E.WorkStatus) -> None:
         if ev.last_enqueued is None and ev.last_completed is None:

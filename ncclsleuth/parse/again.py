@@ -55,7 +55,12 @@ def _make(source: str, line: int, where: int, kind: str, shapes: ShapeCache | No
     text = reread.line(source, where, line)
     fp = FileParser(source, shapes, keep_text=False, use_catalog=False)  # as analyze read it
     cls = E.REGISTRY[kind]
-    made = [fp.step_event(line, text)] if kind == "step_time" else [*fp.parse_line(line, text), *fp.finish()]
+    if kind == "step_time":
+        made = [fp.step_event(line, text)]
+    elif kind in ("last_line", "progress"):
+        made = [fp.end_event(kind, line, text)]
+    else:
+        made = [*fp.parse_line(line, text), *fp.finish()]
     for ev in made:
         if type(ev) is cls and ev.line == line:
             ev._text = where  # type: ignore[attr-defined]  # as the model's event was: by reference

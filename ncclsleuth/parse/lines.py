@@ -31,7 +31,7 @@ from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
 from .grammar import ShapeCache, fixed_key, info_key
-from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, last_number, per_rank, ranks_in
+from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, last_number, per_rank, progress, ranks_in
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
@@ -596,6 +596,17 @@ class FileParser:
             where = reread.ref(byte, len(line) if line.isascii() else len(line.encode()), line)
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]
+
+    def end_event(self, kind: str, lineno: int, line: str) -> E.Event | None:
+        """The ``last_line`` or ``progress`` event of line ``line``, made from the line alone as
+        :meth:`tail` made it for a file of one rank (:mod:`.again` makes a kept one again with this)."""
+        fields: dict[str, Any] = {}
+        if kind == "progress":
+            p = progress(line)
+            if p is None:
+                return None
+            fields = {"step": p.step, "total": p.total, "elapsed_s": p.elapsed_s, "unit": p.unit}
+        return self._make(E.Progress if kind == "progress" else E.LastLine, peel(line)[0], lineno, line, fields)
 
     def step_event(self, lineno: int, line: str) -> E.Event | None:
         """The step-timing event of line ``line``, made from the line alone (as the step scan

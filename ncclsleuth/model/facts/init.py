@@ -190,13 +190,13 @@ def _present_without_init(model: JobModel, missing: list[int]) -> list[E.Event]:
     for r in missing:
         m = mem.by_rank.get(r)
         # a rank with problem lines of its own is explained by them (and is more often an excerpt)
-        if m is None or m.last is None or m.shared or m.problems:
+        if m is None or m.last_of is None or m.shared or m.problems:
             return []
         # a rank past its first training step has run collectives, so it went through NCCL's init:
         # its Init START is only missing from what was pasted
-        if m.progress is not None and (m.progress.step or 0) >= 1:
+        if (m.step or 0) >= 1:
             return []
-        out.append(m.last)
+        out.append(m.last_line())  # type: ignore[arg-type]  # last_of is not None: there is one
     return out
 
 

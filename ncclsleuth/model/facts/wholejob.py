@@ -145,8 +145,8 @@ def rank_named(model: JobModel) -> list[RankNamed]:
         m = ms.by_rank.get(first)
         s = said(ev)
         lead: list[E.Event] = [ev]
-        if m is not None and m.last is not None:
-            lead.append(m.last)  # where the named rank's output stops
+        if m is not None and (last := m.last_line()) is not None:
+            lead.append(last)  # where the named rank's output stops
         out.append({"rank": first, "ranks": list(ev.ranks), "who": _who(list(ev.ranks)),
                     "host": _host(m) if m else "?", "said_by": ev.rank if ev.rank is not None else "?",
                     "message": s.kb_id or "", "timeout_ms": ev.timeout_ms if ev.timeout_ms is not None else "?",
@@ -479,7 +479,7 @@ def quiet_rank(model: JobModel) -> list[QuietRank]:
     agent = any(r.m.exit is not None for r in reps)
     lost = [r for r in reporters if r.lost is not None]
     waited = [r for r in reporters if r.waited is not None and r.lost is None]
-    steps = Counter(r.m.progress.step for r in reporters if r.m.progress is not None)
+    steps = Counter(r.m.step for r in reporters if r.m.progress_of is not None)
     others_step = steps.most_common(1)[0][0] if steps else None
     said_by = "lost the connection to a peer" if len(lost) >= len(waited) else "timed out waiting"
     messengers = _messengers(reporters)
@@ -497,12 +497,13 @@ def _quiet_record(m: Member, rank: int, how: str, others_step: int | None, other
     ex = m.exit
     exit_line = ex.evidence[0] if ex and ex.evidence else None
     # a rank that died: how it ended first; one that stopped, left or was busy: its last line
-    order = (exit_line, m.last, m.progress) if how in ("killed", "aborted") else (m.last, m.progress, exit_line)
+    last, prog = m.last_line(), m.progress_line()
+    order = (exit_line, last, prog) if how in ("killed", "aborted") else (last, prog, exit_line)
     lead = [ev for ev in order if ev is not None]
     return {"how": how, "left": "ended" if how == "gone" else "died",
             "category": HOW_CATEGORY[how], "rank": rank, "who": f"rank {rank}", "host": _host(m),
-            "last": " ".join((m.last.text if m.last else "").split())[:200],
-            "step": m.progress.step if m.progress and m.progress.step is not None else "?",
+            "last": " ".join((last.text if last else "").split())[:200],
+            "step": m.step if m.step is not None else "?",
             "others_step": others_step if others_step is not None else "?",
             "signal": (ex.signal or "") if ex else "", "ended": _ended(how, ex),
             "exitcode": ex.exitcode if ex and ex.exitcode is not None else "?", "others": others,
@@ -534,13 +535,13 @@ def _ended(how: str, ex: Exit | None) -> str:
 def _exists(m: Member) -> bool:
     """The member printed something or the agent knows it (a rank with no trace at all is
     a missing rank, not a quiet one)."""
-    return m.last is not None or m.progress is not None or m.exit is not None
+    return m.last_of is not None or m.progress_of is not None or m.exit is not None
 
 
 def _how(r: Report, agent: bool, lost: list[Report], waited: list[Report], others_step: int | None) -> str | None:
     ex = r.m.exit
     if r.lost is not None:  # it lost its peers after they timed out: late, not gone
-        step = r.m.progress.step if r.m.progress is not None else None
+        step = r.m.step
         return "behind" if step is not None and others_step is not None and step < others_step else "busy"
     if ex is not None and not ex.torn_down:
         if ex.exitcode == 0:
@@ -550,7 +551,7 @@ def _how(r: Report, agent: bool, lost: list[Report], waited: list[Report], other
         if ex.exitcode is not None and ex.exitcode < 0:
             return "aborted"
         return None  # a non-zero exit code without a line of its own: nothing to say
-    if agent and ex is None and r.m.last is not None:
+    if agent and ex is None and r.m.last_of is not None:
         return "exited"  # the agent listed the failed workers, not this one: it exited 0
     if lost and len(lost) >= len(waited):
         # a peer that died has its sockets reset; one that exits closes them (GLOO-read-error vs
@@ -565,7 +566,7 @@ def _how(r: Report, agent: bool, lost: list[Report], waited: list[Report], other
         if any(x.lost is not None and " NCCL " in x.lost[0].text for x in lost):
             return "gone"
         return "exited"
-    step = r.m.progress.step if r.m.progress is not None else None
+    step = r.m.step
     if step is not None and others_step is not None and step < others_step:
         return "behind"
     return "busy"
@@ -603,8 +604,10 @@ def busy_past_timeout(model: JobModel) -> list[BusyPastTimeout]:
     limits = sorted(known) if known else list(DEFAULT_TIMEOUTS_S)
     out: list[BusyPastTimeout] = []
     for m in members(model):
-        p = m.progress
-        if p is None or p.elapsed_s is None or p.elapsed_s < limits[0]:
+        if m.elapsed_s is None or m.elapsed_s < limits[0]:  # no progress bar, or not long enough
+            continue
+        p = m.progress_line()
+        if p is None or p.elapsed_s is None:  # not so: elapsed_s is its line's
             continue
         after = [ev for ev in (m.last_problem, m.traceback) if ev is not None and ev.source == p.source
                  and ev.line >= p.line]

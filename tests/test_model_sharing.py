@@ -106,6 +106,7 @@ def test_an_init_complete_with_no_time_stamp_is_kept_as_its_line_number():
     got = a.complete
     assert type(got) is Done and got.state is a and (got.line, got.ts) == (3, None)
     assert (got.source, got.host, got.pid) == ("job.log", "node1", 10)
+    assert a.done_at() == ("job.log", "node1", 10, 3)  # the same, without making a Done
     assert pickle.loads(pickle.dumps(a)).done == 3
     other = RankState("c", 0)
     other.complete = got  # another state's Done: kept as the Done (its file is that state's start's)

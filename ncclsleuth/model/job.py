@@ -12,7 +12,7 @@ from .. import events as E
 from ..events.nccl import via_fields
 from ..util.classes import dataclass
 from ..util.rxstore import rx
-from .places import PLACE_BITS, as_event, line_place
+from .places import PLACE_BITS, as_event, line_place, own_place
 from .tracks import TRACKED, Track
 
 if TYPE_CHECKING:
@@ -114,26 +114,9 @@ def place(source: str, ev: E.Event) -> int | None:
     its reference), None where its event must stay: its text is kept (not by reference), it is
     another file's, or it is not an NCCL ``INFO`` line with its own prefix (host and pid), the
     lines whose event is made again from their text alone (:mod:`ncclsleuth.parse.again`)."""
-    where = ev._text  # type: ignore[attr-defined]  # the slot behind Event.text
-    if (where.__class__ is not int or where >> PLACE_BITS or ev.level != "INFO" or ev.host is None
-            or ev.pid is None or ev.source != source):
+    if ev.level != "INFO" or ev.host is None or ev.pid is None or ev.source != source:
         return None
-    return ev.line << PLACE_BITS | where
-
-
-def step_place(key: int | str, ev: E.Event | int) -> E.Event | int:
-    """What the job model keeps of the first step-timing line ``ev`` of rank (or file) ``key``
-    (merging a file's model, :mod:`.merge`): where ``key`` is the line's own file (a per-rank file
-    whose training loop prints no rank) and its text is kept by reference, its place, else ``ev``.
-
-    Only the stragglers' lines are ever quoted (``stragglers``, ``straggler_hosts``): every other
-    rank's event was ~250 bytes with its integers and float, 25 MB at 100,000 per-rank files.  A
-    step-timing line's event depends on its text alone (``FileParser._step_full``: the line, its
-    envelope peeled from itself), so :mod:`ncclsleuth.parse.again` makes it again as it was."""
-    if type(ev) is int or key != ev.source:  # type: ignore[union-attr]  # an event: not an int
-        return ev
-    at = line_place(ev)  # type: ignore[arg-type]  # an event: not an int
-    return ev if at is None else at
+    return line_place(ev)
 
 
 def track_places(t: Track) -> None:
@@ -144,12 +127,8 @@ def track_places(t: Track) -> None:
     quoted for the few ranks a finding names (~300 bytes a rank with their integers: 30 MB at
     100,000 per-rank files).  Both events depend on their line alone (its envelope peeled from it,
     its progress read from it), so :mod:`ncclsleuth.parse.again` makes them again as they were."""
-    ev = t.last
-    if ev is not None and type(ev) is not int and ev.source == t.source:  # type: ignore[union-attr]
-        t.last = line_place(ev) or ev  # type: ignore[arg-type]
-    pr = t.progress
-    if pr is not None and type(pr) is not int and pr.source == t.source:  # type: ignore[union-attr]
-        t.progress = line_place(pr) or pr  # type: ignore[arg-type]
+    t.last = own_place(t.source, t.last)
+    t.progress = own_place(t.source, t.progress)  # type: ignore[assignment]  # a Progress stays one
 
 
 class _Quotes(Mapping[str, E.Event]):
@@ -401,6 +380,15 @@ class RankState:
         if isinstance(t, E.InitTimings) and id(t) in unkept and self.source is not None:
             self.time(t, place(self.source, t))
 
+    def done_at(self) -> tuple[str | None, str | None, int | None, int] | None:
+        """(file, host, pid, line) of its Init COMPLETE line, without making a :class:`Done`."""
+        d = self.done
+        if d is None:
+            return None
+        if type(d) is int:
+            return (*self.start_where(), d)
+        return (d.source, d.host, d.pid, d.line)  # type: ignore[union-attr]  # an event or a Done
+
     @property
     def complete(self) -> E.CommInit | Done | None:
         """Its Init COMPLETE line: the event or a :class:`Done` (made for the asker where the state
@@ -512,8 +500,11 @@ class JobModel:
         #: 8 bytes each, not a float object and a pointer: 32 bytes each)
         self.step_times: dict[int | str, array[float]] = {}
         #: rank (or file) -> its first step-timing line: the event, or where the key is the line's
-        #: own file and the line is kept by reference, its place (:func:`step_place`, made an event
-        #: again when quoted: :meth:`step_line`)
+        #: own file (a per-rank file whose loop prints no rank) and the line is kept by reference,
+        #: its place (``places.own_place``, asked by :mod:`.merge`; made an event again when quoted:
+        #: :meth:`step_line`).  Only the stragglers' lines are quoted: every other rank's event was
+        #: ~250 bytes with its integers and float, 25 MB at 100,000 per-rank files.  A step line's
+        #: event depends on its text alone (``FileParser.step_event``)
         self.step_evidence: dict[int | str, E.Event | int] = {}
         self._errors: tuple[tuple[tuple[str, int], ...], list[E.Event]] | None = None
         #: (launcher rank or None, file) -> what that rank did there (:mod:`.tracks`)
@@ -633,7 +624,7 @@ class JobModel:
 
     def step_line(self, key: int | str) -> E.Event:
         """The event of rank (or file) ``key``'s first step-timing line, made again from the line
-        where the model keeps its place (:func:`step_place`)."""
+        where the model keeps its place)."""
         return as_event(key if isinstance(key, str) else None, self.step_evidence[key], "step_time")
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import field
 from pathlib import PurePosixPath
 from types import MappingProxyType
@@ -115,8 +115,8 @@ class Member:
 
 
 class _ByRank:
-    """rank -> member, found by bisection in the members (those with a rank first, by rank, as
-    :func:`_build` sorts them): no dict of its own, which was ~50 bytes a rank of the rule step's
+    """rank -> member, found by bisection in the members (those with a rank first, by rank:
+    :class:`Members` sorts them): no dict of its own, which was ~50 bytes a rank of the rule step's
     peak, for the few ranks the facts look up."""
 
     __slots__ = ("_items", "_n")
@@ -151,18 +151,13 @@ def _rank_of(m: Member) -> int:
 
 
 class Members(list[Member]):
-    """The members, with an index by rank."""
+    """The members, those with a rank first by rank, then each file's unattributed lines by file;
+    with an index by rank."""
 
-    def __init__(self, items: list[Member]) -> None:
-        super().__init__(items)
-        n = 0
-        while n < len(items) and items[n].rank is not None:
-            n += 1
-        ranks = [m.rank for m in items[:n]]
-        if any(a >= b for a, b in zip(ranks, ranks[1:])) or any(m.rank is not None for m in items[n:]):  # type: ignore[operator]
-            items = sorted(items, key=lambda m: (m.rank is None, m.rank if m.rank is not None else 0))
-            n = sum(m.rank is not None for m in items)
-        self.by_rank = _ByRank(items, n)
+    def __init__(self, items: Iterable[Member]) -> None:
+        super().__init__(sorted(items, key=lambda m: (m.rank is None, m.rank if m.rank is not None else 0,
+                                                      m.source or "")))
+        self.by_rank = _ByRank(self, sum(m.rank is not None for m in self))
 
     @property
     def ranks(self) -> list[Member]:
@@ -219,7 +214,7 @@ def _world_ranks(model: JobModel) -> dict[str, int]:
         return {}
     per: dict[str, set[int]] = {}
     for r, st in biggest.ranks.items():
-        src = st.source if st.began is not None else (st.complete.source if st.complete is not None else None)
+        src = st.source if st.began is not None else (at[0] if (at := st.done_at()) is not None else None)
         if src is not None:
             per.setdefault(src, set()).add(r)
     return {s: next(iter(rs)) for s, rs in per.items() if len(rs) == 1}
@@ -287,9 +282,7 @@ def _build(model: JobModel) -> Members:
         if m is None:  # a worker that printed nothing at all: the agent still knows it
             m = by_key[rank] = Member(rank, host=hosts.get(rank))
         m.exit = ex
-    items = sorted(by_key.values(), key=lambda m: (m.rank is None, m.rank if m.rank is not None else 0,
-                                                   m.source or ""))
-    return Members(items)
+    return Members(by_key.values())
 
 
 def _later(a: Track | None, at: Stamp | None, bt: Stamp | None) -> bool:

@@ -30,9 +30,9 @@ from .job import (
     Comm,
     JobModel,
     Process,
-    step_place,
     track_places,
 )
+from .places import own_place
 
 
 def merge(into: JobModel, other: JobModel) -> None:
@@ -102,7 +102,7 @@ def merge(into: JobModel, other: JobModel) -> None:
             mine_t = into.step_times[step_key] = array("d")
         mine_t.extend(times[: max(STEP_SAMPLES - len(mine_t), 0)])
         if step_key not in into.step_evidence:
-            into.step_evidence[step_key] = step_place(step_key, other.step_evidence[step_key])
+            into.step_evidence[step_key] = own_place(step_key, other.step_evidence[step_key])  # type: ignore[assignment]
     if other.flight is not None:  # Flight Recorder dumps: folded here, per (group, seq)
         from .flight import absorb
 

@@ -7,8 +7,8 @@ text); the line is read again from its file and parsed again by the parser
 does not import the parse stage).  Which lines are kept so, and why their events can be made
 again as they were, is said where each is placed: a process's evidence lines and a rank's Init
 lines (:func:`ncclsleuth.model.job.place`: NCCL ``INFO`` lines with their own prefix), a rank's
-first step line (:func:`ncclsleuth.model.job.step_place`), a file's last and progress lines
-(:func:`ncclsleuth.model.job.track_places`).
+first step line and a file's last and progress lines (:func:`own_place`, asked by
+:mod:`.merge`: ``JobModel.step_evidence``, :func:`ncclsleuth.model.job.track_places`).
 """
 from __future__ import annotations
 
@@ -43,3 +43,16 @@ def line_place(ev: E.Event) -> int | None:
     if where.__class__ is not int or where >> PLACE_BITS:
         return None
     return ev.line << PLACE_BITS | where
+
+
+def own_place(source: object, kept: E.Event | int | None) -> E.Event | int | None:
+    """What a model keeps of ``kept``, a line quoted as the line of file ``source``: its place where
+    it is an event of that file whose text is by reference (:func:`line_place`), else ``kept`` as it
+    is (already a place, None, another file's line, or text kept).  For lines whose event depends on
+    their text alone and is read again only when quoted: a rank's first step line (keyed by its
+    file where the loop prints no rank: an int key is never a file), a file's last and progress
+    lines."""
+    if kept is None or type(kept) is int or kept.source != source:  # type: ignore[union-attr]
+        return kept
+    at = line_place(kept)  # type: ignore[arg-type]  # an event: not an int
+    return kept if at is None else at

@@ -167,6 +167,16 @@ class ParseStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+def _utf8_ref(block: str, start: int, line: str, char: int, byte: int) -> tuple[int | None, int, int]:
+    """The reference of ``line``, at character ``start`` of ``block`` (a block's bytes decoded as
+    UTF-8: ``BlockReader.plain``), counting the bytes before it from character ``char``, at byte
+    ``byte`` of the file, on (a block is read forwards: each line's bytes are counted once); with the
+    (character, byte) counted to, for the next line."""
+    before = block[char:start]
+    byte += len(before) if before.isascii() else len(before.encode())
+    return reread.ref(byte, len(line) if line.isascii() else len(line.encode()), line), start, byte
+
+
 def sample_step(counts: dict[int | None, int], rank: int | None) -> tuple[bool, bool]:
     """The step-line sampling of a file: (keep this rank's step line, sampling is done).  At most
     ``STEP_SAMPLES_PER_RANK`` per rank; a file of one rank is done once its rank has them.
@@ -308,11 +318,8 @@ class FileParser:
         start = self._cur_start
         if self._rascii:
             where = reread.ref(self._rbyte + start, len(line), line)
-        else:  # UTF-8 as read (``BlockReader.plain``): the bytes up to the line are its characters encoded
-            before = self._rblock[self._rchar:start]
-            self._rbyte += len(before) if before.isascii() else len(before.encode())
-            self._rchar = start
-            where = reread.ref(self._rbyte, len(line) if line.isascii() else len(line.encode()), line)
+        else:
+            where, self._rchar, self._rbyte = _utf8_ref(self._rblock, start, line, self._rchar, self._rbyte)
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
             if ev.kind in self._placed:  # a line a process keeps as evidence: it may keep the place
@@ -589,11 +596,10 @@ class FileParser:
             return
         char, byte = self._sbyte
         if self._rascii:
-            where = reread.ref(byte + start - char, len(line), line)
+            where = reread.ref(byte + start, len(line), line)  # char: 0 (counted only where not ASCII)
         else:
-            byte += len(text[char:start].encode())
-            self._sbyte = (start, byte)
-            where = reread.ref(byte, len(line) if line.isascii() else len(line.encode()), line)
+            where, char, byte = _utf8_ref(text, start, line, char, byte)
+            self._sbyte = (char, byte)
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]
 

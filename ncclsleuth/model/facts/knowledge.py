@@ -55,11 +55,11 @@ def _init_done(model: JobModel) -> dict[tuple[str, str | None, int | None], int]
     out: dict[tuple[str, str | None, int | None], int] = {}
     for comm in model.comms.values():
         for rs in comm.ranks.values():
-            ev = rs.complete
-            if ev is not None:
-                key = (ev.source, ev.host, ev.pid)
-                if key not in out or ev.line < out[key]:
-                    out[key] = ev.line
+            at = rs.done_at()
+            if at is not None:
+                key, line = at[:3], at[3]
+                if key not in out or line < out[key]:
+                    out[key] = line  # type: ignore[index]  # (file, host, pid): a done line's file is known
     return out
 
 
@@ -72,8 +72,8 @@ def _init_started(model: JobModel) -> set[tuple[str, str | None, int | None]]:
         for rs in comm.ranks.values():
             if rs.began is not None:  # its start's place and process, without making its event
                 out.add(rs.start_where())  # type: ignore[arg-type]  # began: a file
-            elif (ev := rs.complete) is not None:
-                out.add((ev.source, ev.host, ev.pid))
+            elif (at := rs.done_at()) is not None:
+                out.add(at[:3])  # type: ignore[arg-type]  # a done line's file is known
     return out
 
 

@@ -21,10 +21,52 @@ def test_the_phase_of_a_line_counts_init_lines_past_the_kept_events(tmp_path, mo
         " commId 0xabc - Init START\n"
         "h2:22:22 [0] NCCL WARN Cuda failure 'out of memory'\n")
     monkeypatch.setattr(job, "KEEP_PER_KIND", 1)
+    kept = api.build([str(log)], api.Options(jobs=1, cache=False, default_rules=False)).model
+    assert [ev.host for ev in kept.events["comm_init"]] == ["h1"]  # h2's Init line was not kept
     model = api.build([str(log)], api.Options(jobs=1, cache=False)).model
-    assert [ev.host for ev in model.events["comm_init"]] == ["h1"]  # h2's Init line was not kept
-    records = K.known_message(model)
-    assert records and {(r["host"], r["phase"]) for r in records} == {("h2", "init")}
+    assert "comm_init" not in model.events  # analyze keeps none (UNREAD_KINDS)
+    for m in (kept, model):
+        records = K.known_message(m)
+        assert records and {(r["host"], r["phase"]) for r in records} == {("h2", "init")}
+
+
+_INIT = "{host}:{pid}:{pid} [0] NCCL INFO ncclCommInitRank comm 0x{pid}0 rank {rank} nranks 4 cudaDev 0 nvmlDev 0" \
+    " busId 1000 commId 0xabc - Init {phase}\n"
+_OOM = "{host}:{pid}:{pid} [0] NCCL WARN Cuda failure 'out of memory'\n"
+
+
+def _init(host: str, pid: int, rank: int, phase: str = "START") -> str:
+    return _INIT.format(host=host, pid=pid, rank=rank, phase=phase)
+
+
+def test_init_lines_no_rank_state_keeps_are_set_aside(tmp_path):
+    """A process whose Init lines no rank state keeps still began its init: a second START of a
+    rank (h3: two processes claimed rank 1), a COMPLETE line replaced by another process's (h4,
+    then h5, for rank 2).  Their WARN lines before any COMPLETE of theirs are init-phase lines,
+    as when the ``comm_init`` events were kept; in one file, and split over files (merged)."""
+    from ncclsleuth.model.facts import knowledge as K
+
+    texts = [_init("h2", 22, 1), _init("h3", 33, 1) + _OOM.format(host="h3", pid=33),
+             _init("h4", 44, 2, "COMPLETE"), _init("h5", 55, 2, "COMPLETE")]
+    one = tmp_path / "one.log"
+    one.write_text("".join(texts))
+    parts = []
+    for i, text in enumerate(texts):  # a file a process
+        parts.append(tmp_path / f"part{i}.log")
+        parts[-1].write_text(text)
+    for paths in ([one], parts):
+        files = [str(p) for p in paths]
+        kept = api.build(files, api.Options(jobs=1, cache=False, default_rules=False)).model
+        model = api.build(files, api.Options(jobs=1, cache=False)).model
+        assert "comm_init" not in model.events
+        every = {(ev.source, ev.host, ev.pid) for ev in kept.events["comm_init"]}
+        assert len(every) == 4
+        assert K._init_started(model) == K._init_started(kept) == every
+        # h3's line and one of the two COMPLETE lines are the ones no rank state keeps (one file:
+        # the later COMPLETE replaces the earlier; merged: the first one's stays)
+        assert {h for _, h, _ in model.init_aside} in ({"h3", "h4"}, {"h3", "h5"})
+        records = K.known_message(model)
+        assert records and {(r["host"], r["phase"]) for r in records} == {("h3", "init")}
 
 
 def test_a_socket_ifname_set_past_the_kept_settings_is_read(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -58,9 +58,12 @@ TREE_CHANNELS = 2
 #: ``nccl_other``: the INFO lines the grammar does not know (``threadThresholds``, ``cudaDriverVersion``:
 #: a dozen per rank) are read by no fact; the shipped rules read them only where they say
 #: what :data:`KEPT_IF` lists, and those lines are kept.
+#: ``comm_init``: each rank's Init START and COMPLETE lines, three communicators a rank (~1.5 KB a
+#: rank): its rank state keeps what is read of them (where, when, phase), and
+#: :attr:`JobModel.init_aside` where a line is no rank state's.
 UNREAD_KINDS = frozenset({"comm_info", "channels_summary", "bootstrap_timings", "init_timings", "nccl_version",
                           "bootstrap_iface", "net_plugin", "net_selected", "pg_options", "connected", "nvls",
-                          "nccl_other"})
+                          "nccl_other", "comm_init"})
 #: Lines of an unread kind that are kept all the same (no problem, but a shipped rule's ``where``
 #: on ``message_text`` reads them: ULIM001's "Too many open files|EMFILE", DESYNC004's "Message
 #: truncated"); tests/test_fastpath.py checks that every shipped rule's text test on such a kind is
@@ -400,6 +403,14 @@ class RankState:
     def complete(self, value: E.CommInit | Done | None) -> None:
         self.done = value.line if type(value) is Done and value.state is self and value.ts is None else value
 
+    def init_wheres(self) -> tuple[tuple[str | None, str | None, int | None], ...]:
+        """(file, host, pid) of each of its Init lines it keeps (START, COMPLETE)."""
+        done = self.done_at()
+        if self.began is None:
+            return () if done is None else (done[:3],)
+        start = self.start_where()
+        return (start,) if done is None or done[:3] == start else (start, done[:3])
+
     def init_event(self) -> E.CommInit | None:
         """The event of one of its Init lines, as evidence: the start, else the Init COMPLETE line."""
         c = self.complete
@@ -535,6 +546,12 @@ class JobModel:
         self._evid: Process | None = None
         #: the rank state the last Init START line went to (:meth:`placed`)
         self._begun: RankState | None = None
+        #: (file, host, pid) of the Init lines (``comm_init``) no rank state says were printed
+        #: there: a line with no rank, a second START of a rank, a COMPLETE line replaced by
+        #: another process's, a rank past ``MAX_RANKS``.  With the rank states, every process
+        #: that began an init (the phase of its lines: ``facts.knowledge``) without keeping
+        #: the events (~1.5 KB a rank, six lines: ``UNREAD_KINDS``)
+        self.init_aside: set[tuple[str | None, str | None, int | None]] = set()
 
     # ------------------------------------------------------------------ building
     def add_source(self, source: str, lines: int = 0) -> None:
@@ -838,6 +855,13 @@ class JobModel:
         self.untracked[what] += 1
         return False
 
+    def set_init_aside(self, wheres: Iterable[tuple[str | None, str | None, int | None]]) -> None:
+        """Keep ``wheres`` in :attr:`init_aside` (up to ``MAX_PROCESSES``: one a process at most
+        where the logs are sane)."""
+        for w in wheres:
+            if len(self.init_aside) < MAX_PROCESSES:
+                self.init_aside.add(w)
+
     def bounds_met(self) -> list[str]:
         """One sentence per bound that stopped tracking (the report's notices)."""
         bounds = {"processes": MAX_PROCESSES, "communicators": MAX_COMMS, "ranks": MAX_RANKS, "hops": MAX_HOPS}
@@ -1037,7 +1061,9 @@ def _rank(m: JobModel, key: str, r: int, ev: E.Event) -> RankState:
 
 
 def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
+    where = (ev.source, ev.host, ev.pid)
     if ev.comm_rank is None:
+        m.set_init_aside((where,))
         return
     key = _comm_key(ev)
     c = m.comm(key)
@@ -1045,12 +1071,22 @@ def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
         c.nranks = ev.nranks
     st = _rank(m, key, ev.comm_rank, ev)
     st.nranks, st.cuda_dev, st.bus_id = ev.nranks, ev.cuda_dev, ev.bus_id
+    held = True  # whether the state keeps where this line was printed
     if ev.phase == "START" or ev.phase == "INFO":
         if st.began is None:  # its place where the line is of the process the state was made for
             m._begun = st
             st.begin(ev, m._place_of(ev.source, ev) if ev.host == st.host and ev.pid == st.pid else None)
+        else:  # a second START of this rank
+            held = where in st.init_wheres()
     elif ev.phase == "COMPLETE":
-        st.complete = _complete(st, ev)
+        before = st.init_wheres() if st.done is not None else ()  # a second COMPLETE replaces the first
+        st.complete = _complete(st, ev)  # (its where is this line's)
+        if before:
+            m.set_init_aside(w for w in before if w not in st.init_wheres())
+    else:
+        held = False
+    if not held or c.ranks.get(ev.comm_rank) is not st:
+        m.set_init_aside((where,))
     if p is not None:
         p.add_comm_rank(key, ev.comm_rank)
         m._proc_comm[_pkey(ev)] = key  # per process: as bounded as the processes

@@ -61,6 +61,7 @@ def merge(into: JobModel, other: JobModel) -> None:
                 unkept.update(map(id, evs[max(room, 0):]))
                 ranks_unkept = ranks_unkept or kind in ("init_timings", "comm_init")
     into.untracked.update(other.untracked)
+    into.set_init_aside(other.init_aside)
     if ranks_unkept:
         for c in other.comms.values():
             for st in c.ranks.values():
@@ -77,6 +78,7 @@ def merge(into: JobModel, other: JobModel) -> None:
         mine_c = into.comms.get(comm_key)
         if mine_c is None:
             if not into._room("communicators", len(into.comms), MAX_COMMS):
+                into.set_init_aside(w for st in c.ranks.values() for w in st.init_wheres())
                 continue
             if into.n_ranks + len(c.ranks) <= MAX_RANKS and into.n_hops + len(c.hops) <= MAX_HOPS:
                 into.comms[comm_key] = c  # the usual case: taken whole
@@ -172,7 +174,10 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
             if into._room("ranks", into.n_ranks, MAX_RANKS):
                 a.ranks[r] = st
                 into.n_ranks += 1
+            else:
+                into.set_init_aside(st.init_wheres())
             continue
+        wheres = st.init_wheres()  # those of its lines ``mine`` does not keep are set aside below
         for name in ("nranks", "host", "pid", "cuda_dev", "bus_id", "complete", "local_rank", "nnodes"):
             if getattr(mine, name) is None:
                 setattr(mine, name, getattr(st, name))
@@ -183,6 +188,9 @@ def _merge_comm(into: JobModel, a: Comm, b: Comm) -> None:
             same = type(st.timed) is not int or mine.source == st.source
             mine.timed = st.timed if same else st.timings
             mine.init_total, mine.init_phases = st.init_total, st.init_phases
+        if wheres:
+            kept = mine.init_wheres()
+            into.set_init_aside(w for w in wheres if w not in kept)
     for ch, order in b.rings.items():
         if ch not in a.rings:
             a.rings[ch] = into.shared_order(order)

@@ -63,22 +63,20 @@ def _init_done(model: JobModel) -> dict[tuple[str, str | None, int | None], int]
     return out
 
 
-def _init_started(model: JobModel) -> set[tuple[str, str | None, int | None]]:
-    """(file, host, pid) of the processes that began a communicator's init: the kept ``comm_init``
-    events, and the rank states' Init lines (events are kept up to a number per kind: an
-    8,000-rank job prints 32,000 Init START/COMPLETE lines, past the 20,000 kept)."""
-    out = {(ev.source, ev.host, ev.pid) for ev in model.events.get("comm_init", ())}
+def _init_started(model: JobModel) -> set[tuple[str | None, str | None, int | None]]:
+    """(file, host, pid) of the processes that began a communicator's init: the rank states'
+    Init lines and those no rank state keeps (``JobModel.init_aside``), not the ``comm_init``
+    events (analyze keeps none: ``UNREAD_KINDS``; elsewhere 20,000, and an 8,000-rank job prints
+    32,000 Init START/COMPLETE lines)."""
+    out = set(model.init_aside)
     for comm in model.comms.values():
         for rs in comm.ranks.values():
-            if rs.began is not None:  # its start's place and process, without making its event
-                out.add(rs.start_where())  # type: ignore[arg-type]  # began: a file
-            elif (at := rs.done_at()) is not None:
-                out.add(at[:3])  # type: ignore[arg-type]  # a done line's file is known
+            out.update(rs.init_wheres())  # without making their events
     return out
 
 
 def _phase(ev: Event, done: dict[tuple[str, str | None, int | None], int],
-           started: set[tuple[str, str | None, int | None]]) -> str | None:
+           started: set[tuple[str | None, str | None, int | None]]) -> str | None:
     key = (ev.source, ev.host, ev.pid)
     line = done.get(key)
     if line is not None:

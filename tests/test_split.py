@@ -300,3 +300,32 @@ def test_a_replayed_piece_is_not_held_while_the_next_is_parsed(tiny, tmp_path, m
     monkeypatch.setattr(split, "_work", recorded)
     (model, _, _), = split.split_results(items, 2, False)
     assert model.comms and alive == [0] * len(items)
+
+
+def test_the_tail_of_a_file_in_pieces_is_kept_by_offset_as_the_whole_files(rules, tmp_path, monkeypatch):
+    """The end blocks the assembler reads again for the file's tail are kept as the whole file's
+    parser keeps them: the newest ``TAIL_CHARS`` as text, the older ones as their offsets, read
+    once more one at a time by the scan.  Held as text, an 8,000-rank file's 8 M characters of
+    tail were ~20 MB more at the peak of its ``--jobs 2`` build than of its ``--jobs 1`` one."""
+    from ncclsleuth.parse.lines import FileParser
+    from ncclsleuth.parse.tail import TAIL_CHARS, Kept
+
+    log = tmp_path / "job.log"
+    log.write_text("".join(f"[rank{r}]: RuntimeError: NCCL communicator was aborted on rank {r}.\n" for r in range(8))
+                   + "".join(f"[rank{i % 8}]: step {i} loss 1.0\nnode1:11:11 [0] NCCL INFO Channel 00/0 : "
+                             f"{i % 8}[{i % 8}] -> 1[1] via P2P/IPC\n" for i in range(40_000)))
+    given: list[Kept] = []
+    end_blocks = FileParser.end_blocks
+
+    def seen(self, blocks):  # type: ignore[no-untyped-def]
+        given.append(blocks)
+        end_blocks(self, blocks)
+
+    monkeypatch.setattr(FileParser, "end_blocks", seen)
+    cut = _report([str(log)], rules, 2, 256 << 10)
+    assert len(given) == 1 and isinstance(given[0], Kept)
+    items = given[0]._items
+    as_text = [i for i, (_, k, _, _) in enumerate(items) if not isinstance(k, int)]
+    assert len(items) > 20 and as_text == list(range(as_text[0], len(items)))  # the older ones: offsets
+    assert sum(n for _, _, n, _ in items[as_text[0]:]) < TAIL_CHARS + (64 << 10)
+    assert cut == _report([str(log)], rules, 1)

@@ -978,8 +978,9 @@ class FileParser:
         self._end_blocks = Kept(source=source)
 
     def end_blocks(self, blocks: Iterable[tuple[int, str]]) -> None:
-        """The end blocks the whole file's parser would have kept (the file was parsed in pieces)."""
-        self._end_blocks = Kept(blocks)
+        """The end blocks the whole file's parser would have kept (the file was parsed in pieces):
+        a :class:`~.tail.Kept` as it is (its blocks may be offsets, read again when scanned)."""
+        self._end_blocks = blocks if isinstance(blocks, Kept) else Kept(blocks)
 
     def piece_flags(self) -> tuple[bool, bool, bool]:
         """(lines read back before the piece's start, a failure-block field with no block

@@ -244,6 +244,11 @@ def _tests(where: dict[str, Any], events: bool) -> list[tuple[Any, Any]]:
         hit = _TESTS[key] = (where, [(_getter(path, events), pred) for path, pred in where.items()])
     return hit[1]
 
+#: what a fact record is: a dict, or a mapping that reads its fields when asked
+#: (``facts.knowledge.KnownRecord``); ``dict`` first, the common case without the ABC's check
+_RECORDS = (dict, Mapping)
+
+
 
 def _getter(path: str, events: bool) -> Any:
     """A function item -> value of ``path`` (dotted), as ``to_dict`` would show it.
@@ -260,7 +265,7 @@ def _getter(path: str, events: bool) -> Any:
         return lambda it: _walk(getattr(it, attr, None), rest)
     if len(parts) == 1:
         name = parts[0]
-        return lambda it: plain(it.get(name)) if isinstance(it, dict) else None
+        return lambda it: plain(it.get(name)) if isinstance(it, _RECORDS) else None
     return lambda it: _walk(it, parts)
 
 
@@ -276,7 +281,7 @@ def _walk(cur: Any, parts: list[str]) -> Any:
 
 
 def _field(x: Any, name: str) -> Any:
-    if isinstance(x, dict):
+    if isinstance(x, _RECORDS):
         return x.get(name)
     if is_record(x):
         return getattr(x, name, None)

@@ -1061,9 +1061,8 @@ def _rank(m: JobModel, key: str, r: int, ev: E.Event) -> RankState:
 
 
 def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
-    where = (ev.source, ev.host, ev.pid)
     if ev.comm_rank is None:
-        m.set_init_aside((where,))
+        m.set_init_aside(((ev.source, ev.host, ev.pid),))
         return
     key = _comm_key(ev)
     c = m.comm(key)
@@ -1077,7 +1076,7 @@ def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
             m._begun = st
             st.begin(ev, m._place_of(ev.source, ev) if ev.host == st.host and ev.pid == st.pid else None)
         else:  # a second START of this rank
-            held = where in st.init_wheres()
+            held = (ev.source, ev.host, ev.pid) in st.init_wheres()
     elif ev.phase == "COMPLETE":
         before = st.init_wheres() if st.done is not None else ()  # a second COMPLETE replaces the first
         st.complete = _complete(st, ev)  # (its where is this line's)
@@ -1086,7 +1085,7 @@ def _h_init(m: JobModel, ev: E.CommInit, p: Process | None) -> None:
     else:
         held = False
     if not held or c.ranks.get(ev.comm_rank) is not st:
-        m.set_init_aside((where,))
+        m.set_init_aside(((ev.source, ev.host, ev.pid),))
     if p is not None:
         p.add_comm_rank(key, ev.comm_rank)
         m._proc_comm[_pkey(ev)] = key  # per process: as bounded as the processes

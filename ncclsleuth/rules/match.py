@@ -9,13 +9,13 @@ message template is filled from.
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
 from ..events import Event, is_record, plain
-from ..model.facts import FACTS, PER_LINE
+from ..model.facts import FACTS, PER_LINE, LazyRecord
 from ..model.job import JobModel
 from ..util.classes import dataclass
 
@@ -101,7 +101,7 @@ def _event_item(ev: Event) -> dict[str, Any]:
     return d
 
 
-class LineItem(Mapping[str, Any]):
+class LineItem(LazyRecord):
     """What a finding needs of a match that is not its first, read from its event when asked:
     the mapping ``{"evidence": [ev], "host": ev.host, "rank": ev.rank}`` in 56 bytes, not the
     ~270 of that dict and its list.  A rule on the watchdog's lines matches three of them a rank:
@@ -121,21 +121,6 @@ class LineItem(Mapping[str, Any]):
         if key == "rank":
             return self.ev.rank
         raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:  # dict.get, without Mapping's try/except
-        return self[key] if key in self._KEYS else default
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._KEYS
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._KEYS)
-
-    def __len__(self) -> int:
-        return 3
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
 
 
 def _light_item(ev: Event) -> LineItem:
@@ -244,9 +229,9 @@ def _tests(where: dict[str, Any], events: bool) -> list[tuple[Any, Any]]:
         hit = _TESTS[key] = (where, [(_getter(path, events), pred) for path, pred in where.items()])
     return hit[1]
 
-#: what a fact record is: a dict, or a mapping that reads its fields when asked
-#: (``facts.knowledge.KnownRecord``); ``dict`` first, the common case without the ABC's check
-_RECORDS = (dict, Mapping)
+#: what a fact record is: a dict, or one that reads its fields when asked (``LazyRecord``:
+#: ``facts.knowledge.KnownRecord``); ``dict`` first, the common case without the ABC's check
+_RECORDS = (dict, LazyRecord)
 
 
 

@@ -17,6 +17,6 @@ from . import (  # noqa: F401 (they register)
     rendezvous,
     wholejob,
 )
-from .base import FACTS, LIVE, PER_LINE, SPECS, Fact, FactSpec, Record, fact, median, ranges
+from .base import FACTS, LIVE, PER_LINE, SPECS, Fact, FactSpec, LazyRecord, Record, fact, median, ranges
 
-__all__ = ["FACTS", "LIVE", "PER_LINE", "SPECS", "Fact", "FactSpec", "Record", "fact", "median", "ranges"]
+__all__ = ["FACTS", "LIVE", "PER_LINE", "SPECS", "Fact", "FactSpec", "LazyRecord", "Record", "fact", "median", "ranges"]

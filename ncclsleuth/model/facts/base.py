@@ -11,15 +11,15 @@ needs code lives in this package, where it is unit-tested.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
 from ... import events as E
 from ..job import JobModel
 from ..stats import TEXT_MOST, median, ranges
 
-__all__ = ["FACTS", "LIVE", "PER_LINE", "SPECS", "TEXT_MOST", "Fact", "FactFn", "FactSpec", "Record", "fact", "median",
-           "ranges"]
+__all__ = ["FACTS", "LIVE", "PER_LINE", "SPECS", "TEXT_MOST", "Fact", "FactFn", "FactSpec", "LazyRecord", "Record",
+           "fact", "median", "ranges"]
 
 
 if TYPE_CHECKING:
@@ -34,6 +34,40 @@ else:
         of every start for the facts' records; type checkers see the TypedDict above."""
 
         evidence: list[E.Event]
+
+
+class LazyRecord(Mapping[str, Any]):
+    """A record whose fields are read when asked from the few objects it is made of (its
+    ``__slots__``), not a dict of them: for the records made by the thousand, one per line
+    (a dict of 21 fields and an evidence list are ~530 bytes; such a record is ~70).  A subclass
+    names its fields in ``_KEYS`` and reads them in ``__getitem__``; rules read it as a dict
+    (``rules.match``)."""
+
+    __slots__ = ()
+    _KEYS: tuple[str, ...] = ()
+    _KEYSET: frozenset[str] = frozenset()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls._KEYSET = frozenset(cls._KEYS)
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # dict.get, without Mapping's try/except
+        return self[key] if key in self._KEYSET else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._KEYSET
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 def record_fields(record: type) -> frozenset[str]:

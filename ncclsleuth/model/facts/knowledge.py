@@ -11,14 +11,14 @@ Init COMPLETE on an earlier line of the same file.
 """
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container
 from typing import Any
 
 from ... import knowledge
 from ...events import Event
 from ...util.rxstore import rx
 from ..job import JobModel
-from .base import Record, fact
+from .base import LazyRecord, Record, fact
 
 #: a global rank a message names: NCCL prints them "rank %d" ("Duplicate GPU detected : rank
 #: 0 and rank 1", "at and around rank 39"); "local rank 3" and "rank[3]" are not matched
@@ -137,19 +137,18 @@ _OF_MEANING = frozenset({"id", "source", "subsystem", "role", "category", "sever
 _OF_EVENT = frozenset({"kind", "host", "rank", "pid"})
 
 
-class KnownRecord(Mapping[str, Any]):
+class KnownRecord(LazyRecord):
     """One ``known_message`` record, the fields :class:`KnownMessage` declares read when asked
     from what the record is made of: the problem line's event, the message identified, its
     meaning (the knowledge base's, shared by every line of that meaning and context), the phase
     and the ranks the message names.  72 bytes, where a dict of the 21 fields was 464 and its
     evidence list 64 more: a record per problem line no finding explains (9,352 on the
     8,000-rank file of issue 16, ~1 a rank on 4,096 per-rank files) lives through the fallback
-    rules (``rules.match.LineItem`` likewise)."""
+    rules."""
 
     __slots__ = ("ev", "known", "m", "phase", "ranks")
     _KEYS = ("id", "source", "subsystem", "role", "category", "categories", "severity", "meaning", "fix", "why",
              "ref", "function", "file", "message", "phase", "kind", "host", "rank", "ranks", "pid", "evidence")
-    _KEYSET = frozenset(_KEYS)
 
     def __init__(self, ev: Event, known: knowledge.Known, m: knowledge.Meaning, phase: str, ranks: list[int]) -> None:
         self.ev, self.known, self.m, self.phase, self.ranks = ev, known, m, phase, ranks
@@ -172,18 +171,3 @@ class KnownRecord(Mapping[str, Any]):
         if key == "evidence":
             return [self.ev]
         raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:  # dict.get, without Mapping's try/except
-        return self[key] if key in self._KEYSET else default
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._KEYSET
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._KEYS)
-
-    def __len__(self) -> int:
-        return len(self._KEYS)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 import click
 
-from ..renderers import RENDERERS, render
+from ..renderers import RENDERERS, render, render_chunks
 from ..util.gcpause import paused
 from ..util.rxstore import keep_compiled
 from . import allow_fast_exit, guard, main
@@ -13,6 +14,7 @@ from .options import (
     color_option,
     config_option,
     echo_notices,
+    echo_text,
     engine_options,
     exit_for,
     fail_on_option,
@@ -84,13 +86,14 @@ def analyze(paths: tuple[str, ...], fmt: str | None, rule_dirs: tuple[str, ...],
 
         report = redact_report(report, redactor := Redactor())
     colored = use_color(color, no_color, to_file=output is not None)
-    text = render(fmt, report, color=colored, **opts)
-    if redactor is not None:
-        text = redact_text(text, redactor)
+    if redactor is None:  # written as it is made: a JSON report is never held whole
+        pieces: Iterable[str] = render_chunks(fmt, report, color=colored, **opts)
+    else:  # the whole text: the redaction's last pass reads it all
+        pieces = (redact_text(render(fmt, report, color=colored, **opts), redactor),)
     if output:
-        write_output(output, text)
+        write_output(output, pieces)
     else:
-        click.echo(text, nl=not text.endswith("\n"), color=colored)  # click strips colour from pipes otherwise
+        echo_text(pieces, colored)
     keep_compiled()  # the code of the classes the rules and the renderer made, for the next start
     allow_fast_exit()  # everything is written: no need to free the model object by object
     exit_for(report, cfg.fail_on(fail_on, "warning"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -195,9 +195,10 @@ def output_format(fmt: str | None, output: str | None, default: str, allowed: Se
     return got
 
 
-def write_output(path: str, text: str) -> None:
-    """Write the report to ``path`` atomically (the old file stays whole on a full disk or a
-    kill); a missing folder or an unwritable file is one line, exit 2."""
+def write_output(path: str, text: str | Iterable[str]) -> None:
+    """Write the report (its text, or the pieces of it: :func:`ncclsleuth.renderers.render_chunks`)
+    to ``path`` atomically (the old file stays whole on a full disk or a kill); a missing folder
+    or an unwritable file is one line, exit 2."""
     import os
 
     from ..util.atomic import write_file
@@ -209,6 +210,18 @@ def write_output(path: str, text: str) -> None:
         write_file(path, text)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def echo_text(pieces: Iterable[str], color: bool = False) -> None:
+    """Write a report's text to stdout piece by piece as the pieces come, then a newline where
+    the text does not end with one (a JSON report of a 100,000-rank job need not be held whole)."""
+    last = ""
+    for piece in pieces:
+        if piece:
+            click.echo(piece, nl=False, color=color)  # click strips colour from pipes otherwise
+            last = piece
+    if not last.endswith("\n"):
+        click.echo("", color=color)
 
 
 def options_for(rule_dirs: Sequence[str] = (), keep_going: bool = False, *, jobs: int | None = None,

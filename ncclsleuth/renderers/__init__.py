@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..util.classes import dataclass
@@ -26,6 +26,18 @@ RENDERERS = {
 def render(fmt: str, report: Any, color: bool = False, **opts: Any) -> str:
     mod = importlib.import_module(RENDERERS[fmt])
     return mod.render(report, color=color, **opts)
+
+
+def render_chunks(fmt: str, report: Any, color: bool = False, **opts: Any) -> Iterator[str]:
+    """The text of :func:`render` in pieces, for a writer that need not hold it whole: the
+    pieces of a format whose module has ``chunks`` (JSON: the text of a 100,000-rank job's
+    report is tens of MB, and the encoder's list of pieces several times that), else the
+    whole text as one."""
+    mod = importlib.import_module(RENDERERS[fmt])
+    pieces = getattr(mod, "chunks", None)
+    if pieces is None:
+        return iter((mod.render(report, color=color, **opts),))
+    return pieces(report, color=color, **opts)
 
 
 def host_runs(order: list[int], rank_host: dict[int, str]) -> list[tuple[str, list[int]]]:

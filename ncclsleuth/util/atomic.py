@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 
 def _umask() -> int:
@@ -97,12 +97,14 @@ def atomic_path(path: str) -> Iterator[str]:
     _fsync_folder(folder)
 
 
-def write_file(path: str, data: str | bytes, encoding: str = "utf-8") -> None:
-    """Write ``data`` (text as ``encoding``) to ``path`` atomically; errors are raised (``OSError``)."""
-    raw = data.encode(encoding) if isinstance(data, str) else data
+def write_file(path: str, data: str | bytes | Iterable[str], encoding: str = "utf-8") -> None:
+    """Write ``data`` (text as ``encoding``; or pieces of text, written as they come) to ``path``
+    atomically; errors are raised (``OSError``, and whatever making a piece raises)."""
+    pieces: Iterable[str | bytes] = (data,) if isinstance(data, (str, bytes)) else data
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
-            f.write(raw)
+            for piece in pieces:
+                f.write(piece.encode(encoding) if isinstance(piece, str) else piece)
             f.flush()
 
 

@@ -15,7 +15,7 @@ from ..events import Event
 from ..model.job import JobModel
 from ..model.summary import summarize
 from ..rules.findings import Evidence, Finding
-from ..rules.ranking import run_rules
+from ..rules.ranking import explained_by, run_rules
 from ..rules.schema import Rule
 from ..util.classes import dataclass
 from ..util.gcpause import paused
@@ -79,7 +79,7 @@ def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str
 
 def _build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None) -> Report:
     findings = run_rules(model, rules)
-    explained = set().union(*(f.explained for f in findings)) if findings else set()
+    explained = explained_by(findings)
     rest = [ev for ev in model.error_events() if (ev.source, ev.line) not in explained]
     return Report(findings=findings, unexplained=_unexplained(rest, model), summary=summarize(model),
                   notices=list(notices or []), unexplained_total=len(rest))

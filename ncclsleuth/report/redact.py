@@ -427,7 +427,7 @@ def collect_report(r: Redactor, report: Report) -> Redactor:
     for f in report.findings:
         texts += [f.title, f.message, f.fix] + [e.text for e in (*f.evidence, *f.shown)]
         texts += [e.file for e in (*f.evidence, *f.shown)]
-        texts += [s for s, _ in f.explained]
+        texts += f.explained.files()
     texts += [e.text for e in report.unexplained] + [e.file for e in report.unexplained]
     texts += _strings(report.notices) + _strings(report.summary)
     for t in texts:  # evidence lines first fill the host list from their prefixes
@@ -471,7 +471,7 @@ def redact_finding(f: Finding, r: Redactor) -> Finding:
 
     return replace(f, title=r.sub(f.title), message=r.sub(f.message), fix=r.sub(f.fix),
                    evidence=[ev(e) for e in f.evidence], shown=[ev(e) for e in f.shown],
-                   hosts=[r.sub(h) for h in f.hosts], explained={(r.sub(s), n) for s, n in f.explained})
+                   hosts=[r.sub(h) for h in f.hosts], explained=f.explained.renamed(r.sub))
 
 
 def redact_plain(obj: Any, r: Redactor) -> Any:

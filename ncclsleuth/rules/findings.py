@@ -19,6 +19,7 @@ from ..model.job import KEEP_PER_KIND, JobModel
 from ..model.stats import TEXT_MOST, ranges, some
 from ..util.classes import dataclass
 from ..util.rxstore import rx
+from .lineset import LineSet
 from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
 from .template import fill, is_missing, is_peer
 
@@ -63,8 +64,9 @@ class Finding:
     role: str = "cause"
     hosts: list[str] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
-    #: every (file, line) this finding explains, also beyond the evidence shown
-    explained: set[tuple[str, int]] = field(default_factory=set, repr=False, compare=False)
+    #: every (file, line) this finding explains, also beyond the evidence shown (a set of
+    #: pairs, kept as line numbers per file: :class:`~.lineset.LineSet`)
+    explained: LineSet = field(default_factory=LineSet, repr=False, compare=False)
     #: a symptom's possible causes (categories or rule ids): the rule's, or the knowledge
     #: base's for the matched line (``category_from`` rules)
     symptom_of: tuple[str, ...] = field(default=(), repr=False, compare=False)
@@ -97,10 +99,7 @@ class Finding:
 
     def explained_lines(self) -> dict[str, list[int]]:
         """Every line this finding accounts for, per file (also beyond the evidence shown)."""
-        out: dict[str, list[int]] = {}
-        for f, line in self.explained:
-            out.setdefault(f, []).append(line)
-        return {f: sorted(v) for f, v in sorted(out.items())}
+        return self.explained.per_file()
 
 
 #: fields of a matched record that name a global rank besides ``rank``/``ranks`` (the two
@@ -110,17 +109,21 @@ _RANK_FIELDS = ("rank_a", "rank_b", "slow_rank")
 
 def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, Mapping[str, Any]],
              model: JobModel) -> tuple[Finding, tuple[Any, ...]]:
-    # each line once (the first event of it), and the set of lines the finding explains: one
-    # table, not a dict of lines and then a set of its keys (on 4,096 per-rank files those two
-    # were 700 bytes a rank of the rule step's peak)
-    explained: set[tuple[str, int]] = set()
+    # each line once (the first event of it): the lines seen per file, the line numbers the
+    # events' own int objects (a (file, line) tuple a line was ~100 bytes of the rule step's
+    # peak), then kept as the finding's LineSet
+    seen: dict[str, set[int]] = {}
     evs: list[Event] = []
     for it in items:
         for ev in it.get("evidence", ()):
-            at = (ev.source, ev.line)
-            if at not in explained:
-                explained.add(at)
+            lines = seen.get(ev.source)
+            if lines is None:
+                lines = seen[ev.source] = set()
+            if ev.line not in lines:
+                lines.add(ev.line)
                 evs.append(ev)
+    explained = LineSet.of_files(seen)
+    del seen
     ordered = sorted(evs, key=model.order_key)
     lead = [ev for ev in (items[0].get("evidence", ()) if items else ())]
     if lead:  # the primary item's own lines first (the culprit before the messengers)

@@ -11,11 +11,13 @@ explains, so a line is diagnosed once, by the most specific rule that knows it.
 """
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..model.job import JobModel
 from .findings import Finding, finding
+from .lineset import LineSet
 from .match import Context, evaluate
 from .schema import Rule, Severity
 
@@ -42,7 +44,7 @@ class Explained(Container[tuple[str, int]]):
     """The (file, line)s the findings so far explain: a large finding's own set, asked in turn
     (largest first), the lines of the small ones copied into one.  A union of all was one more
     table of every explained line, alive through the rest of the rule step (on 4,096 per-rank
-    files 250 bytes a rank of its peak)."""
+    files 250 bytes a rank of its peak); the report asks the same (:func:`explained_by`)."""
 
     __slots__ = ("large", "small")
 
@@ -51,10 +53,10 @@ class Explained(Container[tuple[str, int]]):
     LARGE = 256
 
     def __init__(self) -> None:
-        self.large: list[set[tuple[str, int]]] = []
-        self.small: set[tuple[str, int]] = set()
+        self.large: list[AbstractSet[tuple[str, int]]] = []
+        self.small = LineSet()
 
-    def add(self, lines: set[tuple[str, int]]) -> None:
+    def add(self, lines: AbstractSet[tuple[str, int]]) -> None:
         if len(lines) < self.LARGE:
             self.small.update(lines)
         else:
@@ -69,6 +71,14 @@ class Explained(Container[tuple[str, int]]):
 
     def __bool__(self) -> bool:
         return bool(self.large or self.small)
+
+
+def explained_by(findings: Iterable[Finding]) -> Explained:
+    """The (file, line)s ``findings`` explain, asked through their own sets."""
+    out = Explained()
+    for f in findings:
+        out.add(f.explained)
+    return out
 
 
 def _fire(rule: Rule, ctx: Context, explained: Explained) -> list[tuple[Rule, Finding, tuple[Any, ...]]]:

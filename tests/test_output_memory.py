@@ -1,0 +1,115 @@
+"""What the end of a run holds: the report written in pieces, a finding's lines as line numbers per file."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ncclsleuth import api
+from ncclsleuth.cli import main
+from ncclsleuth.renderers import json_out, render, render_chunks
+from ncclsleuth.report.redact import Redactor, redact_finding
+from ncclsleuth.rules.lineset import LineSet
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = ROOT / "fixtures/examples/desync-16"
+
+
+def _dumps(report: Any) -> str:
+    return json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def test_the_json_report_comes_in_pieces_that_make_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: one ``json.dumps`` string, its encoder holding every piece (a line number each) in a
+    list first (on 4,096 per-rank files ~0.85 KiB a rank of the run's peak)."""
+    report = api.analyze([str(LOG)])
+    monkeypatch.setattr(json_out, "CHUNK_CHARS", 512)
+    pieces = list(render_chunks("json", report))
+    text = _dumps(report)
+    assert "".join(pieces) == text == render("json", report)
+    assert len(pieces) >= len(text) // 2048 > 4
+    longest = max(len(line) for line in text.splitlines()) + 64  # a piece ends past CHUNK_CHARS by one encoder piece
+    assert all(len(p) <= 512 + longest for p in pieces)
+
+
+def test_a_format_without_pieces_is_one_piece() -> None:
+    report = api.analyze([str(LOG)])
+    assert list(render_chunks("markdown", report)) == [render("markdown", report)]
+
+
+def test_analyze_writes_json_as_it_is_made_to_stdout_and_to_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI writes the encoder's pieces as they come (never the whole text: ``render`` unused)."""
+    expected = _dumps(api.analyze([str(LOG)]))
+    monkeypatch.setattr(json_out, "CHUNK_CHARS", 256)
+
+    def whole(*_: Any, **__: Any) -> str:
+        raise AssertionError("the JSON report was made whole")
+
+    monkeypatch.setattr(json_out, "render", whole)
+    runner = CliRunner()
+    res = runner.invoke(main, ["analyze", str(LOG), "--format", "json"])
+    assert res.exit_code == 1 and res.output == expected
+    out = tmp_path / "r.json"
+    res = runner.invoke(main, ["analyze", str(LOG), "-o", str(out)])
+    assert res.exit_code == 1 and out.read_text(encoding="utf-8") == expected
+
+
+def test_a_redacted_json_report_is_still_redacted_whole() -> None:
+    res = CliRunner().invoke(main, ["analyze", str(LOG), "--format", "json", "--redact"])
+    assert res.exit_code == 1 and json.loads(res.output)["findings"]
+
+
+PAIRS = [("b.log", 7), ("a.log", 300), ("a.log", 2), ("b.log", 7), ("a.log", 10**12)]
+
+
+def test_a_lineset_is_the_set_of_its_pairs() -> None:
+    """Before: a finding's lines were a ``set`` of (file, line) tuples."""
+    ls = LineSet(PAIRS)
+    plain = set(PAIRS)
+    assert ls == plain and plain == ls and len(ls) == 4 and bool(ls) and not LineSet()
+    assert set(ls) == plain and sorted(ls) == sorted(plain)
+    for p in [*plain, ("a.log", 3), ("c.log", 7), ("a.log", "2"), ("a.log",), "a.log", None, ("a.log", 2.0)]:
+        assert (p in ls) == (p in plain and type(p[1]) is int), p  # type: ignore[index]
+    assert {("a.log", 2)} <= ls and not {("a.log", 2), ("c.log", 1)} <= ls
+    assert ls >= {("b.log", 7)} and (ls & {("b.log", 7), ("x", 1)}) == {("b.log", 7)}
+    assert ls.per_file() == {"a.log": [2, 300, 10**12], "b.log": [7]}
+    assert sorted(ls.files()) == ["a.log", "b.log"]
+
+
+def test_a_lineset_adds_in_bursts_and_reads_sorted() -> None:
+    ls = LineSet.of_files({"a.log": {5, 1}, "e.log": []})
+    assert ls.per_file() == {"a.log": [1, 5]} and ls.files() == ["a.log"]
+    ls.update([("a.log", 3), ("a.log", 1)])
+    ls.update(LineSet([("b.log", 9), ("a.log", 4)]))
+    ls.add(("c.log", 0))
+    assert ls.per_file() == {"a.log": [1, 3, 4, 5], "b.log": [9], "c.log": [0]}
+    assert ("a.log", 4) in ls and ("a.log", 2) not in ls and len(ls) == 6
+    merged = ls.renamed(lambda f: "x.log" if f in ("a.log", "b.log") else f)
+    assert merged.per_file() == {"c.log": [0], "x.log": [1, 3, 4, 5, 9]}
+    assert ls.per_file()["a.log"] == [1, 3, 4, 5]  # the original is left as it was
+
+
+def test_a_lineset_costs_a_fraction_of_a_set_of_tuples() -> None:
+    """~100 bytes a line as tuples in a set; here 8 and an array a file."""
+    pairs = [(f"rank{r}.log", 1000 + k) for r in range(64) for k in range(8)]
+    plain = set(pairs)
+    tuples = sys.getsizeof(plain) + sum(sys.getsizeof(p) + sys.getsizeof(p[1]) for p in plain)
+    ls = LineSet(pairs)
+    arrays = ls._files  # noqa: SLF001 - the storage being measured
+    compact = sys.getsizeof(arrays) + sum(map(sys.getsizeof, arrays.values()))
+    assert compact * 3 < tuples
+
+
+def test_findings_keep_linesets_and_redaction_renames_their_files() -> None:
+    report = api.analyze([str(LOG)])
+    f = report.findings[0]
+    assert type(f.explained) is LineSet and f.explained
+    assert {(e.file, e.line) for e in f.evidence} <= f.explained
+    r = Redactor()
+    red = redact_finding(f, r)
+    assert type(red.explained) is LineSet and len(red.explained) == len(f.explained)
+    assert red.explained == {(r.sub(s), n) for s, n in f.explained}

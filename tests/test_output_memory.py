@@ -13,7 +13,7 @@ from ncclsleuth import api
 from ncclsleuth.cli import main
 from ncclsleuth.renderers import json_out, render, render_chunks
 from ncclsleuth.report.redact import Redactor, redact_finding
-from ncclsleuth.rules.lineset import LineSet
+from ncclsleuth.rules.lineset import FileIds, LineSet
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "fixtures/examples/desync-16"
@@ -93,15 +93,28 @@ def test_a_lineset_adds_in_bursts_and_reads_sorted() -> None:
     assert ls.per_file()["a.log"] == [1, 3, 4, 5]  # the original is left as it was
 
 
-def test_a_lineset_costs_a_fraction_of_a_set_of_tuples() -> None:
-    """~100 bytes a line as tuples in a set; here 8 and an array a file."""
-    pairs = [(f"rank{r}.log", 1000 + k) for r in range(64) for k in range(8)]
+def test_a_lineset_costs_8_bytes_a_line_and_nothing_a_file_of_the_run() -> None:
+    """~100 bytes a line as tuples in a set; an array a file (the first LineSet) ~100 bytes a file
+    more; here 8 bytes a line, the file ids the model's own index."""
+    names = [f"rank{r}.log" for r in range(64)]
+    index = {n: i for i, n in enumerate(names)}
+    pairs = [(n, 1000 + k) for n in names for k in range(3)]
     plain = set(pairs)
     tuples = sys.getsizeof(plain) + sum(sys.getsizeof(p) + sys.getsizeof(p[1]) for p in plain)
-    ls = LineSet(pairs)
-    arrays = ls._files  # noqa: SLF001 - the storage being measured
-    compact = sys.getsizeof(arrays) + sum(map(sys.getsizeof, arrays.values()))
-    assert compact * 3 < tuples
+    ids = FileIds(index, names)
+    ls = LineSet(pairs, ids)
+    assert ls == plain
+    keys = ls._keys  # noqa: SLF001 - the storage being measured
+    assert sys.getsizeof(keys) <= 80 + 8 * len(pairs) and sys.getsizeof(keys) * 10 < tuples
+    assert ids.get("other.log") is None and ("other.log", 1000) not in ls and ids.get("other.log") is None
+    other = LineSet([("rank1.log", 5)], FileIds(index, names))  # another finding of the same run
+    ls.update(other)
+    assert ls._keys[-1] == 1 << 40 | 5 and ("rank1.log", 5) in ls  # noqa: SLF001 - by its number, as it was
+    ls.update(LineSet([("new.log", 1)]))  # a set of its own ids: by name
+    assert ("new.log", 1) in ls and len(ls) == len(pairs) + 2 and ls.files()[-1] == "new.log"
+    for bad in (-1, 1 << 40, 2.0):
+        with pytest.raises(ValueError):
+            LineSet([("a.log", bad)])  # type: ignore[list-item]
 
 
 def test_findings_keep_linesets_and_redaction_renames_their_files() -> None:

@@ -107,3 +107,23 @@ def test_known_message_records_share_the_lists_that_say_the_same() -> None:
     plain = known_message(api.build(api.memory_sources({"job.log": ib})).model)
     assert {r["evidence"][0].line for r in plain} == {1, 2, 3} and all(r["ranks"] == [] for r in plain)
     assert all(r["ranks"] is plain[0]["ranks"] and r["categories"] is plain[0]["categories"] for r in plain)
+
+
+def test_lines_that_say_the_same_share_one_known() -> None:
+    """Before: a ``Known`` and the text read again for every rank's copy of the same line (~230
+    bytes a rank of the rule step's peak on 4,096 per-rank files)."""
+    from ncclsleuth.knowledge import identifier
+
+    idf = identifier()
+    line = "terminate called after throwing an instance of 'c10::DistBackendError'"
+    a, b = idf.identify(line), idf.identify("".join(line))  # an equal text, another object
+    assert a is not None and a is b and a.message == line
+    msg = ("NET/IB : Got completion from peer 10.0.0.1<4567> with status=12 opcode=0 len=0 vendor err 129 (Recv) "
+           "localGid ::ffff:10.0.0.1 remoteGidsfe80::1 hca mlx5_0")
+    w1 = idf.identify(f"gpu1:1:2 [0] transport/net_ib.cc:1696 NCCL WARN {msg}")
+    w2 = idf.identify_warn(msg)  # as a layer above quotes it: no file
+    assert w1 is not None and w2 is not None and (w1.source, w1.id) == (w2.source, w2.id) == ("nccl", w1.id)
+    assert (w1.file, w2.file) == ("transport/net_ib.cc", None) and w1.message == w2.message
+    assert idf.identify_warn(w1.message, "transport/net_ib.cc") is w1  # every rank's copy of the line: one
+    assert idf.identify(f"gpu2:3:4 [1] transport/net_ib.cc:1696 NCCL WARN {msg}") is w1
+    assert idf.identify("hello world") is None and idf.identify("hello world") is None

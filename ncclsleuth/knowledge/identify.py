@@ -12,8 +12,10 @@ other sources' results are cached per line text.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..util.classes import dataclass
 from ..util.rxstore import rx
@@ -152,7 +154,13 @@ class Identifier:
     def __init__(self, other_formats: list[tuple[str, str, str]]) -> None:
         """``other_formats``: (source, id, format) of the messages found in free text."""
         self._others = FormatIndex([(src, key, literal_parts(fmt)) for src, key, fmt in other_formats])
-        self._shapes: dict[str, tuple[str, str] | None] = {}
+        #: line -> what it is (None: nothing known), and an NCCL WARN's message -> what it is:
+        #: keyed by the text itself, digits and all (an Xid 43 is not an Xid 45, RoCE v1 not v2).
+        #: One :class:`Known` (and its text) for every line that says the same: the same line of
+        #: many ranks ("terminate called after throwing an instance of ...") was a Known and the
+        #: text read again each (~230 bytes a rank of the rule step's peak on 4,096 per-rank files)
+        self._lines: dict[str, Known | None] = {}
+        self._warns: dict[str, Known | None] = {}
 
     @classmethod
     def from_prepared(cls, prepared: list[tuple[_Entry, bool]]) -> Identifier:
@@ -165,28 +173,38 @@ class Identifier:
         warn = nccl_warn(text)
         if warn is not None:
             return self.identify_warn(warn[1], warn[0])
-        hit = self._find(text)
-        return Known(hit[0], hit[1], None, text.strip()) if hit else None
+        got = self._lines.get(text, _MISS)
+        if got is _MISS:
+            hit = self._others.find(text)
+            got = Known(hit[0], hit[1], None, text.strip()) if hit else None
+            if len(self._lines) < SHAPES:
+                self._lines[text] = got
+        return got  # a Known or None once found
 
     def identify_warn(self, msg: str, file: str | None = None) -> Known | None:
         """The message of an NCCL WARN (the text after ``NCCL WARN``, or NCCL's last WARN as a
         layer above quotes it, without a file)."""
+        got = self._warns.get(msg, _MISS)
+        if got is _MISS:
+            got = self._identify_warn(msg, file)
+            if len(self._warns) < SHAPES:
+                self._warns[msg] = got
+        if got is None or got.file == file:
+            return got
+        return replace(got, file=file)  # the message says which it is; kept: the first line's file
+
+    def _identify_warn(self, msg: str, file: str | None) -> Known | None:
         from ..parse import catalog  # only for logs with NCCL WARN lines: ~2,900 formats to index
 
         fmt = catalog.lookup(msg, "WARN")
         if fmt is not None:
             return Known("nccl", fmt.id, file, msg)
-        hit = self._find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
+        hit = self._others.find(msg)  # a plugin's WARN (aws-ofi-nccl, RCCL) through NCCL's logger
         return Known(hit[0], hit[1], file, msg) if hit else None
 
-    def _find(self, text: str) -> tuple[str, str] | None:
-        # keyed by the text itself, digits and all: an Xid 43 is not an Xid 45, RoCE v1 not v2
-        if text in self._shapes:
-            return self._shapes[text]
-        hit = self._others.find(text)
-        if len(self._shapes) < SHAPES:
-            self._shapes[text] = hit
-        return hit
+
+#: not yet looked up (None is a result: nothing known)
+_MISS: Any = object()
 
 
 @lru_cache(maxsize=1)

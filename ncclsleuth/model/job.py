@@ -944,6 +944,10 @@ class JobModel:
                                                     if len(h) == 1 and not a.startswith("127.") and a != "::1"})
         return self._ip_hosts[1]
 
+    def source_index(self) -> Mapping[str, int]:
+        """File -> its position in :attr:`sources` (the table itself: it only grows)."""
+        return self._source_index
+
     def order_key(self, ev: E.Event) -> tuple[int, int]:
         return (self._source_index.get(ev.source, len(self.sources)), ev.line)
 

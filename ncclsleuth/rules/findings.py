@@ -19,7 +19,7 @@ from ..model.job import KEEP_PER_KIND, JobModel
 from ..model.stats import TEXT_MOST, ranges, some
 from ..util.classes import dataclass
 from ..util.rxstore import rx
-from .lineset import LineSet
+from .lineset import FileIds, LineSet
 from .schema import CATEGORIES, KNOWLEDGE, Rule, Severity
 from .template import fill, is_missing, is_peer
 
@@ -122,7 +122,7 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
             if ev.line not in lines:
                 lines.add(ev.line)
                 evs.append(ev)
-    explained = LineSet.of_files(seen)
+    explained = LineSet.of_files(seen, FileIds(model.source_index(), model.sources))
     del seen
     ordered = sorted(evs, key=model.order_key)
     lead = [ev for ev in (items[0].get("evidence", ()) if items else ())]

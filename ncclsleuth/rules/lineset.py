@@ -1,52 +1,107 @@
-"""The (file, line) pairs a finding explains, kept as sorted line numbers per file.
+"""The (file, line) pairs a finding explains, kept as one sorted array of numbers.
 
 Every problem line of the input must be explained by a finding or listed as unexplained, so a
 finding keeps every line it accounts for, not only the evidence it shows: on a job of 100,000
 ranks that is hundreds of thousands of lines, alive from the finding's making to the report.
 A ``set`` of ``(file, line)`` tuples cost ~100 bytes a line (the tuple, its line number as an
 int object, the table's slot): on 4,096 per-rank files 600 bytes a rank of the rule step's
-peak (tracemalloc, 2,048 -> 4,096 files).  Here a line is 8 bytes of an array, a file an array
-and a table slot.
+peak (tracemalloc, 2,048 -> 4,096 files).  An array of line numbers per file still cost an
+array a file of every finding (~300 bytes a rank: three findings explain lines of each rank's
+file).  Here a line is one 8-byte number, ``file id << LINE_BITS | line``, the ids those of a
+:class:`FileIds` the run's sets share (the model's own file index: nothing a file).
 """
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 
-#: the array type of the line numbers: signed 64-bit (``array``'s ``q``), whatever the platform's ``long``
+#: the array type of the numbers: signed 64-bit (``array``'s ``q``), whatever the platform's ``long``
 _CODE = "q"
+#: bits of a number that hold the line (a trillion lines a file); the file id above them
+LINE_BITS = 40
+_LINE_MASK = (1 << LINE_BITS) - 1
+#: the ids of the names a :class:`FileIds` met besides its base start here (a base holds fewer files)
+_MORE = 1 << 22
+
+
+class FileIds:
+    """File name <-> a small int, for the :class:`LineSet` s of one run: a base of names given
+    (the job model's files, in order: ``JobModel.file_ids``) and those met besides, appended."""
+
+    __slots__ = ("_base", "_base_names", "_more", "_more_names")
+
+    def __init__(self, base: Mapping[str, int] | None = None, base_names: Sequence[str] = ()) -> None:
+        #: name -> id of the names given (not copied: the model's index, which only grows)
+        self._base: Mapping[str, int] = base if base is not None else {}
+        self._base_names = base_names
+        self._more: dict[str, int] = {}
+        self._more_names: list[str] = []
+
+    def get(self, name: str) -> int | None:
+        """The id of ``name``, None where it has none."""
+        got = self._base.get(name)
+        return got if got is not None and got < min(len(self._base_names), _MORE) else self._more.get(name)
+
+    def id(self, name: str) -> int:
+        """The id of ``name``, given one where it has none."""
+        got = self.get(name)
+        if got is None:
+            got = self._more[name] = _MORE + len(self._more_names)
+            self._more_names.append(name)
+        return got
+
+    def name(self, fid: int) -> str:
+        return self._more_names[fid - _MORE] if fid >= _MORE else self._base_names[fid]
+
+    def same_as(self, other: FileIds | None) -> bool:
+        """Whether a name has the same id in both (one base, no names of their own)."""
+        return other is self or (other is not None and other._base is self._base
+                                 and other._base_names is self._base_names and not self._more and not other._more)
 
 
 class LineSet(Set[tuple[str, int]]):
     """A set of (file, line) pairs (a :class:`collections.abc.Set`: ``in``, iteration, ``len``,
-    comparisons and set operations with ``set`` both ways), stored as one array of line numbers
-    per file, sorted and unique once read.  Adding appends; the files added to are sorted on the
-    next read (a run adds a finding's lines in bursts, then asks)."""
+    comparisons and set operations with ``set`` both ways), stored as one array of numbers
+    (file id, line), sorted and unique once read.  Adding appends; the array is sorted on the
+    next read (a run adds a finding's lines in bursts, then asks).  Lines are ints from 0 to
+    2**40 - 1."""
 
-    __slots__ = ("_files", "_dirty")
+    __slots__ = ("_keys", "_ids", "_sorted")
 
-    def __init__(self, pairs: Iterable[tuple[str, int]] = ()) -> None:
-        self._files: dict[str, array[int]] = {}
-        #: files appended to since they were last sorted (None: none)
-        self._dirty: set[str] | None = None
+    def __init__(self, pairs: Iterable[tuple[str, int]] = (), ids: FileIds | None = None) -> None:
+        self._keys: array[int] = array(_CODE)
+        #: the file ids of its numbers (made on the first line of a set given none)
+        self._ids = ids
+        self._sorted = True
         self.update(pairs)
 
     @classmethod
-    def of_files(cls, lines: Mapping[str, Iterable[int]]) -> LineSet:
+    def of_files(cls, lines: Mapping[str, Iterable[int]], ids: FileIds | None = None) -> LineSet:
         """From file -> its line numbers (in any order, repeats allowed)."""
-        out = cls()
+        out = cls(ids=ids)
         for source, nums in lines.items():
             out._extend(source, nums)
         out._tidy()
         return out
 
+    def _file_ids(self) -> FileIds:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = FileIds()
+        return ids
+
     def update(self, pairs: Iterable[tuple[str, int]]) -> None:
-        """Add every pair of ``pairs`` (another :class:`LineSet` file by file)."""
+        """Add every pair of ``pairs`` (another :class:`LineSet` by its numbers where the two
+        share their file ids; an empty set takes the other's)."""
         if isinstance(pairs, LineSet):
-            for source, nums in pairs._files.items():
-                self._extend(source, nums)
-            return
+            if not self._keys and pairs._ids is not None:
+                self._ids = pairs._ids
+            if pairs._ids is not None and pairs._ids.same_as(self._ids):
+                if pairs._keys:
+                    self._keys.extend(pairs._keys)
+                    self._sorted = False
+                return
         by_file: dict[str, list[int]] = {}
         for source, line in pairs:
             bucket = by_file.get(source)
@@ -60,69 +115,76 @@ class LineSet(Set[tuple[str, int]]):
         self._extend(pair[0], (pair[1],))
 
     def _extend(self, source: str, nums: Iterable[int]) -> None:
-        got = self._files.get(source)
-        if got is None:
-            got = self._files[source] = array(_CODE)
-        before = len(got)
-        got.extend(nums)
-        if len(got) == before:
-            if not before:
-                del self._files[source]
-            return
-        if self._dirty is None:
-            self._dirty = set()
-        self._dirty.add(source)
+        high = self._file_ids().id(source) << LINE_BITS
+        keys = self._keys
+        before = len(keys)
+        for n in nums:
+            if type(n) is not int or not 0 <= n <= _LINE_MASK:
+                raise ValueError(f"a line number from 0 to 2**{LINE_BITS} - 1, not {n!r}")
+            keys.append(high | n)
+        if len(keys) != before:
+            self._sorted = False
 
     def _tidy(self) -> None:
-        """Sort the files appended to and drop their repeats (an exact-size array each)."""
-        dirty = self._dirty
-        if dirty is None:
-            return
-        for source in dirty:
-            self._files[source] = array(_CODE, sorted(set(self._files[source])))
-        self._dirty = None
+        """Sort the numbers and drop repeats (an exact-size array)."""
+        if not self._sorted:
+            self._keys = array(_CODE, sorted(set(self._keys)))
+            self._sorted = True
 
     def __contains__(self, pair: object) -> bool:
         if type(pair) is not tuple or len(pair) != 2 or type(line := pair[1]) is not int:
             return False
-        if self._dirty is not None:
-            self._tidy()
-        nums = self._files.get(pair[0])
-        if nums is None:
+        ids = self._ids
+        fid = ids.get(pair[0]) if ids is not None and 0 <= line <= _LINE_MASK else None
+        if fid is None:
             return False
-        i = bisect_left(nums, line)
-        return i < len(nums) and nums[i] == line
+        if not self._sorted:
+            self._tidy()
+        key, keys = fid << LINE_BITS | line, self._keys
+        i = bisect_left(keys, key)
+        return i < len(keys) and keys[i] == key
+
+    def _pairs(self) -> Iterator[tuple[int, int]]:
+        """(file id, line) of each pair, in order."""
+        if not self._sorted:
+            self._tidy()
+        for key in self._keys:
+            yield key >> LINE_BITS, key & _LINE_MASK
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
-        if self._dirty is not None:
-            self._tidy()
-        for source, nums in list(self._files.items()):
-            for line in nums:
-                yield (source, line)
+        ids = self._ids
+        for fid, line in self._pairs():
+            yield (ids.name(fid), line)  # type: ignore[union-attr]  # a set with numbers has ids
 
     def __len__(self) -> int:
-        if self._dirty is not None:
+        if not self._sorted:
             self._tidy()
-        return sum(map(len, self._files.values()))
+        return len(self._keys)
 
     def __bool__(self) -> bool:
-        return bool(self._files)  # no file is kept without a line
+        return bool(self._keys)
 
     def per_file(self) -> dict[str, list[int]]:
         """File -> its line numbers in order, the files in name order (what the JSON report says)."""
-        if self._dirty is not None:
-            self._tidy()
-        return {source: nums.tolist() for source, nums in sorted(self._files.items())}
+        out: dict[str, list[int]] = {}
+        last, lines = -1, []
+        for fid, line in self._pairs():
+            if fid != last:
+                last, lines = fid, out.setdefault(self._ids.name(fid), [])  # type: ignore[union-attr]
+            lines.append(line)
+        return {name: out[name] for name in sorted(out)}
 
     def files(self) -> list[str]:
         """The files it holds lines of."""
-        return list(self._files)
+        ids = self._ids
+        seen = {key >> LINE_BITS for key in self._keys}
+        return [ids.name(fid) for fid in sorted(seen)]  # type: ignore[union-attr]
 
     def renamed(self, name: Callable[[str], str]) -> LineSet:
         """The same lines with each file's name ``name(file)`` (two names made one: their lines merged)."""
         out = LineSet()
-        for source, nums in self._files.items():
-            out._extend(name(source), nums)
+        for source, lines in self.per_file().items():
+            out._extend(name(source), lines)
         out._tidy()
         return out
 

@@ -16,13 +16,22 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 
+from ..model.job import ORDER_LINE_BITS
+
 #: the array type of the numbers: signed 64-bit (``array``'s ``q``), whatever the platform's ``long``
 _CODE = "q"
-#: bits of a number that hold the line (a trillion lines a file); the file id above them
-LINE_BITS = 40
+#: bits of a number that hold the line (a trillion lines a file); the file id above them: as in
+#: the model's order of lines, so that a finding's lines in input order are its numbers in order
+LINE_BITS = ORDER_LINE_BITS
 _LINE_MASK = (1 << LINE_BITS) - 1
 #: the ids of the names a :class:`FileIds` met besides its base start here (a base holds fewer files)
 _MORE = 1 << 22
+
+
+def _line(n: int) -> int:
+    if type(n) is not int or not 0 <= n <= _LINE_MASK:
+        raise ValueError(f"a line number from 0 to 2**{LINE_BITS} - 1, not {n!r}")
+    return n
 
 
 class FileIds:
@@ -77,11 +86,19 @@ class LineSet(Set[tuple[str, int]]):
         self.update(pairs)
 
     @classmethod
-    def of_files(cls, lines: Mapping[str, Iterable[int]], ids: FileIds | None = None) -> LineSet:
-        """From file -> its line numbers (in any order, repeats allowed)."""
+    def of_lines(cls, pairs: Iterable[tuple[str, int]], ids: FileIds | None = None) -> LineSet:
+        """From (file, line) pairs, each number appended as it comes (no table of them: pairs in
+        the order of ``ids``' files and lines are kept as they are, not sorted again)."""
         out = cls(ids=ids)
-        for source, nums in lines.items():
-            out._extend(source, nums)
+        file_ids = out._file_ids()
+        keys = out._keys
+        last = None
+        high = 0
+        for source, line in pairs:
+            if source != last:
+                last, high = source, file_ids.id(source) << LINE_BITS
+            keys.append(high | _line(line))
+        out._sorted = not keys
         out._tidy()
         return out
 
@@ -119,17 +136,19 @@ class LineSet(Set[tuple[str, int]]):
         keys = self._keys
         before = len(keys)
         for n in nums:
-            if type(n) is not int or not 0 <= n <= _LINE_MASK:
-                raise ValueError(f"a line number from 0 to 2**{LINE_BITS} - 1, not {n!r}")
-            keys.append(high | n)
+            keys.append(high | _line(n))
         if len(keys) != before:
             self._sorted = False
 
     def _tidy(self) -> None:
-        """Sort the numbers and drop repeats (an exact-size array)."""
-        if not self._sorted:
-            self._keys = array(_CODE, sorted(set(self._keys)))
-            self._sorted = True
+        """Sort the numbers and drop repeats; numbers in order already are left as they are
+        (sorting makes an int object of each: ~50 bytes a line while it runs)."""
+        if self._sorted:
+            return
+        keys = self._keys
+        if not all(a < b for a, b in zip(keys, keys[1:])):
+            self._keys = array(_CODE, sorted(set(keys)))
+        self._sorted = True
 
     def __contains__(self, pair: object) -> bool:
         if type(pair) is not tuple or len(pair) != 2 or type(line := pair[1]) is not int:

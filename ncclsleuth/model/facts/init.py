@@ -5,7 +5,7 @@ from collections import defaultdict
 from typing import Any
 
 from ... import events as E
-from ..job import JobModel
+from ..job import JobModel, RankState
 from ..members import members
 from .base import TEXT_MOST, Record, fact, median, ranges
 
@@ -149,14 +149,18 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
     for c in model.comms.values():
         if not c.nranks or c.nranks < 2:
             continue
-        # "Init START" exists from NCCL 2.18.3 on; older logs say nothing about ranks that are absent
-        started = {r for r, st in c.ranks.items() if st.start_phase == "START"}
-        seen = started | {r for r, st in c.ranks.items() if st.done is not None}
-        missing = sorted(set(range(c.nranks)) - seen)
-        if not missing or not started:
+        # "Init START" exists from NCCL 2.18.3 on; older logs say nothing about ranks that are absent.
+        # Counted and looked up in the rank states, not sets of the ranks (three sets of a
+        # communicator's ranks were ~250 bytes a rank of the rule step's peak at 4,096 ranks)
+        ranks = c.ranks
+        if not any(st.start_phase == "START" for st in ranks.values()):
             continue
+        missing = [r for r in range(c.nranks) if (st := ranks.get(r)) is None or not _seen(st)]
+        if not missing:
+            continue
+        seen = sum(1 for st in ranks.values() if _seen(st))
         # too few ranks in the logs for absence to say anything, unless the missing ranks' own output is here
-        present = _present_without_init(model, missing) if len(seen) < max(2, 0.75 * c.nranks) else None
+        present = _present_without_init(model, missing) if seen < max(2, 0.75 * c.nranks) else None
         if present == []:
             continue
         completed = sum(1 for st in c.ranks.values() if st.done is not None)
@@ -168,9 +172,14 @@ def init_missing_ranks(model: JobModel) -> list[InitMissingRanks]:
         evidence: list[E.Event] = [ev for st in sorted(c.ranks.values(), key=lambda s: s.rank)[:3]
                                    if (ev := st.start) is not None] + (present or [])
         out.append({"comm": c.key, "nranks": c.nranks, "missing": ranges(missing, most=TEXT_MOST),
-                    "nmissing": len(missing), "seen": len(seen), "completed": completed, "host": hosts,
+                    "nmissing": len(missing), "seen": seen, "completed": completed, "host": hosts,
                     "evidence": evidence})
     return out
+
+
+def _seen(st: RankState) -> bool:
+    """Whether the logs show the rank entering its init (Init START) or done with it."""
+    return st.start_phase == "START" or st.done is not None
 
 
 NO_INIT_LINE = "its output is in the logs, without Init START"

@@ -36,7 +36,8 @@ def _line(n: int) -> int:
 
 class FileIds:
     """File name <-> a small int, for the :class:`LineSet` s of one run: a base of names given
-    (the job model's files, in order: ``JobModel.file_ids``) and those met besides, appended."""
+    (the job model's files, in order: ``JobModel.source_index`` and ``sources``) and those met
+    besides, appended."""
 
     __slots__ = ("_base", "_base_names", "_more", "_more_names")
 

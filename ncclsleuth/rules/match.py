@@ -50,6 +50,13 @@ class Context:
                 else fn(self.model)
         return self._facts[name]
 
+    def forget(self, name: str) -> None:
+        """Drop fact ``name``'s records and the columns read from them (no rule reads it again:
+        :func:`~.ranking.run_rules`); asked again, it is computed again."""
+        self._facts.pop(name, None)
+        for source in [k for k in self._columns if k[0] == "fact" and name in k[1:-2]]:
+            del self._columns[source]
+
     def events(self, kind: str) -> list[Event]:
         return self.model.events.get(kind, [])
 

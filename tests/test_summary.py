@@ -16,3 +16,19 @@ def test_each_network_lists_its_hosts_once_sorted(tmp_path):
                    "h3:14:14 [0] NCCL INFO Using network Socket\n")
     model = api.build([str(log)], api.Options(jobs=1, cache=False)).model
     assert summarize(model)["network"] == {"IB": ["h1", "h2"], "Socket": ["h3"]}
+
+
+_PG = ("[rank{r}]:[I1129 11:31:50.839963438 ProcessGroupNCCL.cpp:968] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+       "ProcessGroupNCCL initialization options: size: 2, global rank: {r}, TIMEOUT(ms): 600000\n")
+
+
+def test_a_files_lines_without_a_pid_are_its_process_where_another_line_names_it(tmp_path):
+    """Before: a per-rank file's PyTorch lines (no pid) counted as a process besides the one its
+    NCCL lines name (a job of 2,048 ranks had 4,096 processes)."""
+    for r in range(2):
+        (tmp_path / f"rank{r}.log").write_text(f"node{r}:10{r}:10{r} [0] NCCL INFO NCCL version 2.23.4+cuda12.4\n"
+                                               + _PG.format(r=r))
+    (tmp_path / "torch_only.log").write_text(_PG.format(r=5))
+    model = api.build([str(tmp_path)], api.Options(jobs=1, cache=False)).model
+    assert len(model.processes) == 5  # each file's lines with no pid: a process of the model's own
+    assert summarize(model)["processes"] == 3  # two with a pid, and the file that names none

@@ -5,7 +5,7 @@ from collections import Counter
 from typing import Any
 
 from ..events import REGISTRY
-from .job import JobModel
+from .job import JobModel, Process
 
 #: the kinds any program's output can hold (tracebacks, plain text, step times, ...): a
 #: file of only these is not the output of NCCL, PyTorch distributed or nccl-tests
@@ -15,6 +15,15 @@ _GENERIC = frozenset(k for k, cls in REGISTRY.items() if cls.__module__.endswith
 def recognised_lines(model: JobModel) -> int:
     """Lines NCCL, PyTorch distributed or nccl-tests wrote (0: not a log of theirs)."""
     return sum(n for k, n in model.kind_counts.items() if k not in _GENERIC)
+
+
+def _os_processes(procs: list[Process]) -> int:
+    """The processes the logs show: each (host, pid), and a file's lines with no pid as one
+    process only where no line of that file names its pid.  A per-rank file's PyTorch lines
+    (``[rank3]:[W1129 ...]``: no pid) are the process its NCCL lines name: counted as another,
+    a job of 2,048 ranks in per-rank files had 4,096 processes."""
+    with_pid = {p.source for p in procs if p.pid is not None}
+    return sum(1 for p in procs if p.pid is not None or p.source not in with_pid)
 
 
 def summarize(model: JobModel) -> dict[str, Any]:
@@ -47,7 +56,7 @@ def summarize(model: JobModel) -> dict[str, Any]:
         "lines": model.lines,
         "recognised_lines": recognised_lines(model),
         "hosts": model.hosts,
-        "processes": len(procs),
+        "processes": _os_processes(procs),
         "ranks": nranks or len(launcher) or _dump_ranks(model) or None,
         "nccl_versions": dict(sorted(versions.items())),
         "cuda_versions": dict(sorted(cuda.items())),

@@ -110,8 +110,7 @@ _RANK_FIELDS = ("rank_a", "rank_b", "slow_rank")
 def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, Mapping[str, Any]],
              model: JobModel) -> tuple[Finding, tuple[Any, ...]]:
     ordered = _each_line_once(items, model)
-    explained = LineSet.of_lines(((ev.source, ev.line) for ev in ordered),
-                                 FileIds(model.source_index(), model.sources))
+    explained = LineSet.of_lines(((ev.source, ev.line) for ev in ordered), _file_ids(model))
     lead = [ev for ev in (items[0].get("evidence", ()) if items else ())]
     if lead:  # the primary item's own lines first (the culprit before the messengers)
         ordered = lead[:1] + [ev for ev in ordered if ev is not lead[0]]
@@ -167,16 +166,23 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
     return f, first
 
 
+def _file_ids(model: JobModel) -> FileIds:
+    """The file ids of the run's findings: one, over the model's file index (its sets ask and
+    add each other's numbers as they are)."""
+    hit = model.memo.get("file_ids")
+    if hit is None or hit[0] != len(model.sources):
+        hit = model.memo["file_ids"] = (len(model.sources), FileIds(model.source_index(), model.sources))
+    return hit[1]  # type: ignore[return-value]  # the memo holds what this function put there
+
+
 def _each_line_once(items: Sequence[Mapping[str, Any]], model: JobModel) -> list[Event]:
     """The items' evidence events in input order (``model.in_order``), each line once: its
     first event in item order (the merge is stable), equal lines side by side.  Not a set of the
     lines seen: on 4,096 per-rank files a set a file was ~240 bytes a rank of the rule step's
     peak."""
-    key = model.order_int
     out: list[Event] = []
     last, sources = -1, [""]  # the key of the last line kept, the files of its lines (one, but outside the model)
-    for ev in model.in_order([ev for it in items for ev in it.get("evidence", ())]):
-        k = key(ev)
+    for k, ev in model.in_order([ev for it in items for ev in it.get("evidence", ())]):
         if k == last:
             if ev.source in sources:
                 continue

@@ -51,7 +51,7 @@ class FileIds:
     def get(self, name: str) -> int | None:
         """The id of ``name``, None where it has none."""
         got = self._base.get(name)
-        return got if got is not None and got < min(len(self._base_names), _MORE) else self._more.get(name)
+        return got if got is not None and got < _MORE else self._more.get(name)
 
     def id(self, name: str) -> int:
         """The id of ``name``, given one where it has none."""
@@ -63,6 +63,20 @@ class FileIds:
 
     def name(self, fid: int) -> str:
         return self._more_names[fid - _MORE] if fid >= _MORE else self._base_names[fid]
+
+    def key_of(self, pair: object) -> int | None:
+        """The number of (file, line) ``pair`` (None: its file has no id, or it is no pair)."""
+        if type(pair) is not tuple or len(pair) != 2:
+            return None
+        source, line = pair
+        if type(line) is not int or not 0 <= line <= _LINE_MASK:
+            return None
+        fid = self._base.get(source)  # get(), inline: asked for every problem line
+        if fid is None or fid >= _MORE:
+            fid = self._more.get(source)
+            if fid is None:
+                return None
+        return fid << LINE_BITS | line
 
     def same_as(self, other: FileIds | None) -> bool:
         """Whether a name has the same id in both (one base, no names of their own)."""
@@ -151,18 +165,32 @@ class LineSet(Set[tuple[str, int]]):
             self._keys = array(_CODE, sorted(set(keys)))
         self._sorted = True
 
-    def __contains__(self, pair: object) -> bool:
-        if type(pair) is not tuple or len(pair) != 2 or type(line := pair[1]) is not int:
-            return False
-        ids = self._ids
-        fid = ids.get(pair[0]) if ids is not None and 0 <= line <= _LINE_MASK else None
-        if fid is None:
-            return False
+    @property
+    def ids(self) -> FileIds | None:
+        """The file ids of its numbers (None: it holds none)."""
+        return self._ids
+
+    def key_of(self, pair: object) -> int | None:
+        """The number of (file, line) ``pair`` in this set's file ids (None: it has none there)."""
+        return None if self._ids is None else self._ids.key_of(pair)
+
+    def numbers(self) -> array[int]:
+        """Its numbers, sorted (:meth:`key_of`); the array itself: not to be changed."""
         if not self._sorted:
             self._tidy()
-        key, keys = fid << LINE_BITS | line, self._keys
+        return self._keys
+
+    def has_key(self, key: int) -> bool:
+        """Whether it holds the pair numbered ``key`` (:meth:`key_of`)."""
+        if not self._sorted:
+            self._tidy()
+        keys = self._keys
         i = bisect_left(keys, key)
         return i < len(keys) and keys[i] == key
+
+    def __contains__(self, pair: object) -> bool:
+        key = self.key_of(pair)
+        return key is not None and self.has_key(key)
 
     def _pairs(self) -> Iterator[tuple[int, int]]:
         """(file id, line) of each pair, in order."""

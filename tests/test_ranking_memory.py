@@ -152,3 +152,23 @@ def test_a_facts_records_go_after_the_last_rule_that_reads_it(monkeypatch: pytes
     ctx = match.Context(model)  # a context the caller gives keeps what it holds
     ranking.run_rules(model, rules, ctx)
     assert set(ctx._facts) == {"t_one", "t_two"}  # noqa: SLF001
+
+
+def test_the_unexplained_lines_asked_at_once_are_those_asked_one_by_one() -> None:
+    """The report and the per-line facts ask every problem line at once (``Explained.unexplained``:
+    a bisect an array over the model's numbers); the answer is ``in``'s, line by line."""
+    from ncclsleuth.rules.findings import _file_ids
+    from ncclsleuth.rules.lineset import LineSet
+
+    model = _job(6)
+    evs = model.error_events()
+    ids = _file_ids(model)
+    ex = ranking.Explained()
+    ex.add(LineSet([("job.log", evs[1].line), ("job.log", evs[4].line)], ids))
+    ex.add(LineSet([("job.log", n) for n in range(1000, 1000 + ranking.Explained.LARGE)], ids))
+    one_by_one = [ev for ev in evs if (ev.source, ev.line) not in ex]
+    assert sorted({ev.line for ev in one_by_one}) == [1, 3, 4, 6]
+    assert ex.unexplained(evs, model.source_index()) == one_by_one
+    ex.add(LineSet([("other.log", 1), ("job.log", evs[2].line)]))  # ids of its own: asked one by one
+    rest = ex.unexplained(evs, model.source_index())
+    assert rest == [ev for ev in evs if (ev.source, ev.line) not in ex] and sorted({ev.line for ev in rest}) == [1, 4, 6]

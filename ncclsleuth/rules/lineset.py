@@ -23,13 +23,13 @@ _CODE = "q"
 #: bits of a number that hold the line (a trillion lines a file); the file id above them: as in
 #: the model's order of lines, so that a finding's lines in input order are its numbers in order
 LINE_BITS = ORDER_LINE_BITS
-_LINE_MASK = (1 << LINE_BITS) - 1
+LINE_MASK = (1 << LINE_BITS) - 1
 #: the ids of the names a :class:`FileIds` met besides its base start here (a base holds fewer files)
 _MORE = 1 << 22
 
 
 def _line(n: int) -> int:
-    if type(n) is not int or not 0 <= n <= _LINE_MASK:
+    if type(n) is not int or not 0 <= n <= LINE_MASK:
         raise ValueError(f"a line number from 0 to 2**{LINE_BITS} - 1, not {n!r}")
     return n
 
@@ -69,7 +69,7 @@ class FileIds:
         if type(pair) is not tuple or len(pair) != 2:
             return None
         source, line = pair
-        if type(line) is not int or not 0 <= line <= _LINE_MASK:
+        if type(line) is not int or not 0 <= line <= LINE_MASK:
             return None
         fid = self._base.get(source)  # get(), inline: asked for every problem line
         if fid is None or fid >= _MORE:
@@ -77,6 +77,10 @@ class FileIds:
             if fid is None:
                 return None
         return fid << LINE_BITS | line
+
+    def based_on(self, index: Mapping[str, int]) -> bool:
+        """Whether its ids are ``index``'s positions (and it has no names of its own)."""
+        return self._base is index and not self._more
 
     def same_as(self, other: FileIds | None) -> bool:
         """Whether a name has the same id in both (one base, no names of their own)."""
@@ -197,7 +201,7 @@ class LineSet(Set[tuple[str, int]]):
         if not self._sorted:
             self._tidy()
         for key in self._keys:
-            yield key >> LINE_BITS, key & _LINE_MASK
+            yield key >> LINE_BITS, key & LINE_MASK
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         ids = self._ids

@@ -17,9 +17,10 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from ..events import Event
 from ..model.job import JobModel
 from .findings import Finding, finding
-from .lineset import FileIds, LineSet
+from .lineset import LINE_BITS, LINE_MASK, FileIds, LineSet
 from .match import Context, evaluate
 from .schema import Rule, Severity
 
@@ -125,6 +126,32 @@ class Explained(Container[tuple[str, int]]):
 
     def __bool__(self) -> bool:
         return bool(self.large or self.small)
+
+    def unexplained(self, evs: Iterable[Event], index: Mapping[str, int]) -> list[Event]:
+        """Those of ``evs`` whose line no set holds, ``index`` the model's file index
+        (``JobModel.source_index``): the whole loop here, a bisect an array, where the sets'
+        numbers are the model's (the report and the per-line facts ask every problem line:
+        ``in`` for each was a tuple, two calls and a bisect an array, ~0.1 s of the 8,000-rank
+        file's rule step)."""
+        ids = self._ids
+        if ids is None or not ids.based_on(index):
+            return [ev for ev in evs if (ev.source, ev.line) not in self]
+        arrays = self._arrays
+        out: list[Event] = []
+        for ev in evs:
+            fid = index.get(ev.source)
+            if fid is None or not 0 <= ev.line <= LINE_MASK:
+                if (ev.source, ev.line) not in self:
+                    out.append(ev)
+                continue
+            key = fid << LINE_BITS | ev.line
+            for keys in arrays:
+                i = bisect_left(keys, key)
+                if i < len(keys) and keys[i] == key:
+                    break
+            else:
+                out.append(ev)
+        return out
 
 
 def explained_by(findings: Iterable[Finding]) -> Explained:

@@ -89,8 +89,11 @@ def _phase(ev: Event, done: dict[tuple[str, str | None, int | None], int],
 def known_message(model: JobModel, skip: Container[tuple[str, int]] = frozenset()) -> list[KnownRecord]:
     """Problem lines with their meaning from the knowledge base, in line order (those in
     ``skip``, which findings already explain, left out: only fallback rules read this)."""
-    events = [ev for ev in model.error_events() if (ev.source, ev.line) not in skip] if skip \
-        else model.error_events()
+    events = model.error_events()
+    if skip:  # the run's explained lines ask them all at once where they can (rules.ranking.Explained)
+        bulk = getattr(skip, "unexplained", None)
+        events = bulk(events, model.source_index()) if bulk is not None else \
+            [ev for ev in events if (ev.source, ev.line) not in skip]
     if not events:
         return []
     done = _init_done(model)

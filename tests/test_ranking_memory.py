@@ -168,7 +168,7 @@ def test_the_unexplained_lines_asked_at_once_are_those_asked_one_by_one() -> Non
     ex.add(LineSet([("job.log", n) for n in range(1000, 1000 + ranking.Explained.LARGE)], ids))
     one_by_one = [ev for ev in evs if (ev.source, ev.line) not in ex]
     assert sorted({ev.line for ev in one_by_one}) == [1, 3, 4, 6]
-    assert ex.unexplained(evs, model.source_index()) == one_by_one
+    assert ex.unexplained(evs) == one_by_one
     ex.add(LineSet([("other.log", 1), ("job.log", evs[2].line)]))  # ids of its own: asked one by one
-    rest = ex.unexplained(evs, model.source_index())
+    rest = ex.unexplained(evs)
     assert rest == [ev for ev in evs if (ev.source, ev.line) not in ex] and sorted({ev.line for ev in rest}) == [1, 4, 6]

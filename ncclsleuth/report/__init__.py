@@ -79,7 +79,7 @@ def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str
 
 def _build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None) -> Report:
     findings = run_rules(model, rules)
-    rest = explained_by(findings).unexplained(model.error_events(), model.source_index())
+    rest = explained_by(findings).unexplained(model.error_events())
     return Report(findings=findings, unexplained=_unexplained(rest, model), summary=summarize(model),
                   notices=list(notices or []), unexplained_total=len(rest))
 

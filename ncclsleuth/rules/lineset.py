@@ -28,6 +28,12 @@ LINE_MASK = (1 << LINE_BITS) - 1
 _MORE = 1 << 22
 
 
+def holds(keys: array[int], key: int) -> bool:
+    """Whether sorted ``keys`` hold ``key``."""
+    i = bisect_left(keys, key)
+    return i < len(keys) and keys[i] == key
+
+
 def _line(n: int) -> int:
     if type(n) is not int or not 0 <= n <= LINE_MASK:
         raise ValueError(f"a line number from 0 to 2**{LINE_BITS} - 1, not {n!r}")
@@ -64,23 +70,23 @@ class FileIds:
     def name(self, fid: int) -> str:
         return self._more_names[fid - _MORE] if fid >= _MORE else self._base_names[fid]
 
-    def key_of(self, pair: object) -> int | None:
-        """The number of (file, line) ``pair`` (None: its file has no id, or it is no pair)."""
-        if type(pair) is not tuple or len(pair) != 2:
-            return None
-        source, line = pair
+    def key(self, source: str, line: int) -> int | None:
+        """The number of line ``line`` of ``source`` (None: the file has no id, or the line is out
+        of range); asked for every problem line: ``get`` written out."""
         if type(line) is not int or not 0 <= line <= LINE_MASK:
             return None
-        fid = self._base.get(source)  # get(), inline: asked for every problem line
+        fid = self._base.get(source)
         if fid is None or fid >= _MORE:
             fid = self._more.get(source)
             if fid is None:
                 return None
         return fid << LINE_BITS | line
 
-    def based_on(self, index: Mapping[str, int]) -> bool:
-        """Whether its ids are ``index``'s positions (and it has no names of its own)."""
-        return self._base is index and not self._more
+    def key_of(self, pair: object) -> int | None:
+        """:meth:`key` of a (file, line) pair (None: no such pair)."""
+        if type(pair) is not tuple or len(pair) != 2:
+            return None
+        return self.key(*pair)
 
     def same_as(self, other: FileIds | None) -> bool:
         """Whether a name has the same id in both (one base, no names of their own)."""
@@ -106,30 +112,16 @@ class LineSet(Set[tuple[str, int]]):
 
     @classmethod
     def of_lines(cls, pairs: Iterable[tuple[str, int]], ids: FileIds | None = None) -> LineSet:
-        """From (file, line) pairs, each number appended as it comes (no table of them: pairs in
-        the order of ``ids``' files and lines are kept as they are, not sorted again)."""
-        out = cls(ids=ids)
-        file_ids = out._file_ids()
-        keys = out._keys
-        last = None
-        high = 0
-        for source, line in pairs:
-            if source != last:
-                last, high = source, file_ids.id(source) << LINE_BITS
-            keys.append(high | _line(line))
-        out._sorted = not keys
+        """From (file, line) pairs, sorted at once (pairs in the order of ``ids``' files and lines,
+        as a finding's lines in input order are, are kept as they come: no sort)."""
+        out = cls(pairs, ids)
         out._tidy()
         return out
 
-    def _file_ids(self) -> FileIds:
-        ids = self._ids
-        if ids is None:
-            ids = self._ids = FileIds()
-        return ids
-
     def update(self, pairs: Iterable[tuple[str, int]]) -> None:
-        """Add every pair of ``pairs`` (another :class:`LineSet` by its numbers where the two
-        share their file ids; an empty set takes the other's)."""
+        """Add every pair of ``pairs``: another :class:`LineSet`'s numbers as they are where the
+        two share their file ids (an empty set takes the other's), else pair by pair, each
+        number appended (no table of the pairs: a list a file was ~90 bytes a rank's file)."""
         if isinstance(pairs, LineSet):
             if not self._keys and pairs._ids is not None:
                 self._ids = pairs._ids
@@ -138,26 +130,20 @@ class LineSet(Set[tuple[str, int]]):
                     self._keys.extend(pairs._keys)
                     self._sorted = False
                 return
-        by_file: dict[str, list[int]] = {}
-        for source, line in pairs:
-            bucket = by_file.get(source)
-            if bucket is None:
-                bucket = by_file[source] = []
-            bucket.append(line)
-        for source, lines in by_file.items():
-            self._extend(source, lines)
-
-    def add(self, pair: tuple[str, int]) -> None:
-        self._extend(pair[0], (pair[1],))
-
-    def _extend(self, source: str, nums: Iterable[int]) -> None:
-        high = self._file_ids().id(source) << LINE_BITS
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = FileIds()
         keys = self._keys
-        before = len(keys)
-        for n in nums:
-            keys.append(high | _line(n))
+        before, last, high = len(keys), None, 0
+        for source, line in pairs:
+            if source != last:  # a file's lines come together: its id looked up once
+                last, high = source, ids.id(source) << LINE_BITS
+            keys.append(high | _line(line))
         if len(keys) != before:
             self._sorted = False
+
+    def add(self, pair: tuple[str, int]) -> None:
+        self.update((pair,))
 
     def _tidy(self) -> None:
         """Sort the numbers and drop repeats; numbers in order already are left as they are
@@ -180,27 +166,16 @@ class LineSet(Set[tuple[str, int]]):
 
     def numbers(self) -> array[int]:
         """Its numbers, sorted (:meth:`key_of`); the array itself: not to be changed."""
-        if not self._sorted:
-            self._tidy()
+        self._tidy()
         return self._keys
-
-    def has_key(self, key: int) -> bool:
-        """Whether it holds the pair numbered ``key`` (:meth:`key_of`)."""
-        if not self._sorted:
-            self._tidy()
-        keys = self._keys
-        i = bisect_left(keys, key)
-        return i < len(keys) and keys[i] == key
 
     def __contains__(self, pair: object) -> bool:
         key = self.key_of(pair)
-        return key is not None and self.has_key(key)
+        return key is not None and holds(self.numbers(), key)
 
     def _pairs(self) -> Iterator[tuple[int, int]]:
         """(file id, line) of each pair, in order."""
-        if not self._sorted:
-            self._tidy()
-        for key in self._keys:
+        for key in self.numbers():
             yield key >> LINE_BITS, key & LINE_MASK
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
@@ -209,9 +184,7 @@ class LineSet(Set[tuple[str, int]]):
             yield (ids.name(fid), line)  # type: ignore[union-attr]  # a set with numbers has ids
 
     def __len__(self) -> int:
-        if not self._sorted:
-            self._tidy()
-        return len(self._keys)
+        return len(self.numbers())
 
     def __bool__(self) -> bool:
         return bool(self._keys)
@@ -234,11 +207,7 @@ class LineSet(Set[tuple[str, int]]):
 
     def renamed(self, name: Callable[[str], str]) -> LineSet:
         """The same lines with each file's name ``name(file)`` (two names made one: their lines merged)."""
-        out = LineSet()
-        for source, lines in self.per_file().items():
-            out._extend(name(source), lines)
-        out._tidy()
-        return out
+        return LineSet.of_lines((name(source), line) for source, line in self)
 
     def __repr__(self) -> str:
         return f"LineSet({sorted(self)!r})"

@@ -92,7 +92,7 @@ def known_message(model: JobModel, skip: Container[tuple[str, int]] = frozenset(
     events = model.error_events()
     if skip:  # the run's explained lines ask them all at once where they can (rules.ranking.Explained)
         bulk = getattr(skip, "unexplained", None)
-        events = bulk(events, model.source_index()) if bulk is not None else \
+        events = bulk(events) if bulk is not None else \
             [ev for ev in events if (ev.source, ev.line) not in skip]
     if not events:
         return []

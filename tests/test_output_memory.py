@@ -27,12 +27,12 @@ def test_the_json_report_comes_in_pieces_that_make_the_same_text(monkeypatch: py
     """Before: one ``json.dumps`` string, its encoder holding every piece (a line number each) in a
     list first (on 4,096 per-rank files ~0.85 KiB a rank of the run's peak)."""
     report = api.analyze([str(LOG)])
-    monkeypatch.setattr(json_out, "CHUNK_CHARS", 512)
+    monkeypatch.setattr(json_out, "CHUNK_PIECES", 1)  # each of the encoder's pieces handed on alone
     pieces = list(render_chunks("json", report))
     text = _dumps(report)
     assert "".join(pieces) == text == render("json", report)
     assert len(pieces) >= len(text) // 2048 > 4
-    longest = max(len(line) for line in text.splitlines()) + 64  # a piece ends past CHUNK_CHARS by one encoder piece
+    longest = max(len(line) for line in text.splitlines()) + 64  # one encoder piece: a line and its indent at most
     assert all(len(p) <= 512 + longest for p in pieces)
 
 
@@ -44,7 +44,7 @@ def test_a_format_without_pieces_is_one_piece() -> None:
 def test_analyze_writes_json_as_it_is_made_to_stdout_and_to_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI writes the encoder's pieces as they come (never the whole text: ``render`` unused)."""
     expected = _dumps(api.analyze([str(LOG)]))
-    monkeypatch.setattr(json_out, "CHUNK_CHARS", 256)
+    monkeypatch.setattr(json_out, "CHUNK_PIECES", 8)
 
     def whole(*_: Any, **__: Any) -> str:
         raise AssertionError("the JSON report was made whole")

@@ -52,6 +52,12 @@ def _last_readers(order: Sequence[Rule]) -> dict[int, list[str]]:
     ``explains``): their records can go once it has fired.  A fact's records stayed to the end
     of the rule step: on 4,096 per-rank files the whole-job reports, the init records and the
     members were ~300 bytes a rank of its peak (the watchdog rule's, later)."""
+    # the same rule pack run after run (serve, watch: loaded again each time) is walked once; a
+    # pack changed under the same ids at worst forgets a fact early (made again when asked) or late
+    key = tuple(r.id for r in order)
+    got = _READERS.get(key)
+    if got is not None:
+        return got
     last: dict[str, int] = {}
     for i, rule in enumerate(order):
         for cond in (rule.match, *rule.explains):
@@ -60,7 +66,14 @@ def _last_readers(order: Sequence[Rule]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for name, i in last.items():
         out.setdefault(i, []).append(name)
+    if len(_READERS) >= 8:
+        _READERS.clear()
+    _READERS[key] = out
     return out
+
+
+#: the rules' ids in order -> :func:`_last_readers`
+_READERS: dict[tuple[str, ...], dict[int, list[str]]] = {}
 
 
 class Explained(Container[tuple[str, int]]):

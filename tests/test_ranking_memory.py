@@ -172,3 +172,17 @@ def test_the_unexplained_lines_asked_at_once_are_those_asked_one_by_one() -> Non
     ex.add(LineSet([("other.log", 1), ("job.log", evs[2].line)]))  # ids of its own: asked one by one
     rest = ex.unexplained(evs)
     assert rest == [ev for ev in evs if (ev.source, ev.line) not in ex] and sorted({ev.line for ev in rest}) == [1, 4, 6]
+
+
+@pytest.mark.parametrize("n", [3, 300])  # sorted (few), merged (runs past SORT_BELOW)
+def test_in_order_is_a_stable_sort_by_file_and_line(n: int) -> None:
+    from ncclsleuth.model import job as J
+
+    model = _job(n)
+    evs = model.events["nccl_other"]
+    runs = evs[1::2] + evs[::2] + evs[:1]  # three runs in order: the first line twice, its copy last
+    assert (len(runs) > J.SORT_BELOW) == (n == 300)
+    got = list(model.in_order(runs))
+    assert [ev for _, ev in got] == sorted(runs, key=model.order_key)
+    assert [k for k, _ in got] == [model.order_int(ev) for ev in sorted(runs, key=model.order_key)]
+    assert got[0][1] is got[1][1] is evs[0]  # the same line twice, side by side

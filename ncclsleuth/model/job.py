@@ -27,8 +27,10 @@ HIGH_VOLUME = frozenset({"text", "err_trace", "channel_conn", "ring", "trees", "
 STEP_SAMPLES = 2000
 #: :meth:`JobModel.order_int`: bits of the line below the file's index (a trillion lines a file)
 ORDER_LINE_BITS = 40
-#: runs of events in order that :meth:`JobModel.in_order` merges; more are sorted
+#: runs of events in order that :meth:`JobModel.in_order` merges; more are sorted, and so are
+#: this many events or fewer (a 200-line paste's findings: the merge's set-up cost more than it saved)
 MERGE_RUNS = 64
+SORT_BELOW = 256
 _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
 #: Events kept per kind (errors: per kind); the rest are counted in ``folded``.
 KEEP_PER_KIND = 20_000
@@ -962,6 +964,10 @@ class JobModel:
         of every event (an ``order_key`` tuple: ~90 bytes a line while it ran, four a rank on 4,096
         per-rank files with the watchdog's lines: the rule step's peak).  Each key is made once,
         into an array (8 bytes a line)."""
+        if len(evs) <= SORT_BELOW:  # a few: sorted (what a sort holds is nothing here)
+            keyed = [(k, i) for i, k in enumerate(map(self.order_int, evs))]
+            keyed.sort()
+            return [(k, evs[i]) for k, i in keyed]
         keys = array("q", map(self.order_int, evs))
         cuts = [0, *(i for i, (a, b) in enumerate(zip(keys, keys[1:]), 1) if b < a), len(keys)]
         if len(cuts) == 2:

@@ -36,6 +36,8 @@ class Context:
         self.model = model
         self._facts: dict[str, Sequence[Mapping[str, Any]]] = {}
         self._columns: dict[tuple[Any, ...], Column] = {}
+        #: fact name -> the keys of the columns read from its records (:meth:`forget`)
+        self._fact_columns: dict[str, list[tuple[Any, ...]]] = {}
         #: the (file, line)s the findings so far explain, once the fallback rules run
         #: (:func:`~.ranking.run_rules`): a per-line fact computed then makes no record of them
         self.explained: Container[tuple[str, int]] | None = None
@@ -54,8 +56,8 @@ class Context:
         """Drop fact ``name``'s records and the columns read from them (no rule reads it again:
         :func:`~.ranking.run_rules`); asked again, it is computed again."""
         self._facts.pop(name, None)
-        for source in [k for k in self._columns if k[0] == "fact" and name in k[1:-2]]:
-            del self._columns[source]
+        for source in self._fact_columns.pop(name, ()):
+            self._columns.pop(source, None)
 
     def events(self, kind: str) -> list[Event]:
         return self.model.events.get(kind, [])
@@ -67,6 +69,9 @@ class Context:
         col = self._columns.get(source)
         if col is None or len(col.values) != len(pool):
             col = self._columns[source] = Column([get(it) for it in pool])
+            if source[0] == "fact":  # (kind, *names, events, path)
+                for name in source[1:-2]:
+                    self._fact_columns.setdefault(name, []).append(source)
         return col
 
 

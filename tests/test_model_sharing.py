@@ -220,3 +220,33 @@ def test_a_process_that_set_nothing_holds_the_shared_empty_settings_and_evidence
     merged = mine.processes[("node1", 10)]
     assert dict(merged.env) == {"NCCL_SOCKET_IFNAME": "ib0"} and merged.plugins == ("Libfabric (v6)",)
     assert len(J._NONE_SET) == 0 and blank.env is J._NONE_SET
+
+
+def test_processes_that_print_the_same_settings_share_one_mapping():
+    """Every rank prints the same ``NCCL_*`` settings: one dict per distinct list (a dict a process
+    was ~230 bytes a rank).  A process that sets one more gets a new one, the others' unchanged; a
+    worker's process merged in shares the lead's; past ``MAX_ENVS`` lists the table starts again."""
+    import pickle
+
+    from ncclsleuth.model import job as J
+    from ncclsleuth.model.merge import merge
+
+    text = "".join(f"node{h}:{h}0:{h}1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0\n"
+                   f"node{h}:{h}0:{h}1 [0] NCCL INFO NCCL_IB_TIMEOUT set by environment to 22.\n" for h in (1, 2, 3))
+    text += "node3:30:31 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0\n"
+    model = api.build(api.memory_sources({"job.log": text}), api.Options(jobs=1)).model
+    a, b, c = (model.processes[(f"node{h}", h * 10)] for h in (1, 2, 3))
+    assert a.env is b.env and dict(a.env) == {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_TIMEOUT": "22"}
+    assert c.env is not a.env and dict(c.env) == {**a.env, "NCCL_IB_HCA": "mlx5_0"}
+    worker = pickle.loads(pickle.dumps(model))  # as a forked worker's per-file model arrives
+    lead = J.JobModel()
+    lead.processes[("node1", 10)] = J.Process("node1", 10, "job.log")
+    merge(lead, worker)
+    assert lead.processes[("node2", 20)].env is lead.processes[("node1", 10)].env is a.env
+    old = J.MAX_ENVS
+    try:
+        J.MAX_ENVS = 1
+        again = api.build(api.memory_sources({"job.log": text}), api.Options(jobs=1)).model
+    finally:
+        J.MAX_ENVS = old
+    assert [dict(p.env) for p in again.processes.values()] == [dict(p.env) for p in model.processes.values()]

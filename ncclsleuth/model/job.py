@@ -80,7 +80,7 @@ KEPT_IF: dict[str, re.Pattern[str]] = {"nccl_other": rx(r"Too many open files|EM
 
 class _Unset(Mapping[str, Any]):
     """What a process has set before its first setting or evidence line: one empty read-only
-    mapping for all of them (``Process.own_env`` gives one a dict of its own), pickled as itself
+    mapping for all of them (``Process.set_env`` gives one a dict of its own), pickled as itself
     (a forked worker's model crosses a pipe)."""
 
     __slots__ = ()
@@ -105,6 +105,24 @@ class _Unset(Mapping[str, Any]):
 
 
 _NONE_SET: Mapping[str, Any] = _Unset()
+
+#: the settings of processes, one dict per distinct (name, value) list (see :meth:`Process.set_env`)
+_ENVS: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+#: distinct settings lists kept in ``_ENVS`` at most: when full it starts again (a job's processes
+#: print a handful of lists, so the ones that repeat are soon back)
+MAX_ENVS = 1 << 12
+
+
+def shared_env(env: dict[str, str]) -> dict[str, str]:
+    """The one dict of the settings equal to ``env`` (in the same order) that this process keeps:
+    ``env`` itself when it is the first.  Never written to once shared (:meth:`Process.set_env`)."""
+    key = tuple(env.items())
+    got = _ENVS.get(key)
+    if got is None:
+        if len(_ENVS) >= MAX_ENVS:
+            _ENVS.clear()
+        got = _ENVS[key] = env
+    return got
 
 #: kinds whose event a process keeps as the evidence line of what it set (``Process.evidence``):
 #: those a fact quotes (tests/test_model_sharing.py checks each has a reader).  Not
@@ -182,7 +200,8 @@ class Process:
     source: str
     nccl_version: str | None = None
     cuda_version: str | None = None
-    #: NCCL_* settings it printed (one shared empty mapping until the first: :meth:`own_env`)
+    #: NCCL_* settings it printed: read-only, shared by the processes that printed the same ones
+    #: (:meth:`set_env`), one shared empty mapping until the first
     env: Mapping[str, str] = _NONE_SET
     bootstrap: tuple[E.Iface, ...] = ()
     socket_ifaces: tuple[E.Iface, ...] = ()
@@ -226,12 +245,14 @@ class Process:
                 return
         self.comm_ranks = (*cr, comm, rank)
 
-    def own_env(self) -> dict[str, str]:
-        """``env``, to be written to (a dict of its own from the first setting on)."""
-        env = self.env
-        if type(env) is not dict:
-            env = self.env = {}
-        return env
+    def set_env(self, settings: Iterable[tuple[str, str]]) -> None:
+        """Its settings with ``settings`` (name, value) set, as a new mapping shared with the
+        processes that set the same (:func:`shared_env`): a job prints the same settings on every
+        rank, and a dict of its own was ~230 bytes a rank (issue 16).  The mapping it had is left
+        as it was: other processes may hold it."""
+        env = dict(self.env)
+        env.update(settings)
+        self.env = shared_env(env)
 
     def own_said(self) -> dict[str, E.Event | int]:
         """``said``, to be written to (a dict of its own from the first line on)."""
@@ -1029,7 +1050,7 @@ def _h_version(m: JobModel, ev: E.NcclVersion, p: Process | None) -> None:
 
 def _h_env(m: JobModel, ev: E.EnvSetting, p: Process | None) -> None:
     if p is not None:
-        p.own_env()[ev.name] = ev.value
+        p.set_env(((ev.name, ev.value),))
         p.own_said()["env:" + ev.name] = m._said(p, ev)
 
 

@@ -30,6 +30,7 @@ from .job import (
     Comm,
     JobModel,
     Process,
+    shared_env,
     track_places,
 )
 from .places import own_place
@@ -73,6 +74,8 @@ def merge(into: JobModel, other: JobModel) -> None:
         if mine is not None:
             _merge_process(mine, p)
         elif into._room("processes", len(into.processes), MAX_PROCESSES):
+            if type(p.env) is dict:  # a worker's: its settings shared here too
+                p.env = shared_env(p.env)
             into.processes[key] = p
     for comm_key, c in other.comms.items():
         mine_c = into.comms.get(comm_key)
@@ -151,7 +154,7 @@ def _merge_process(a: Process, b: Process) -> None:
     a.ib_none = a.ib_none or b.ib_none
     a.ibverbs_missing = a.ibverbs_missing or b.ibverbs_missing
     if b.env:
-        a.own_env().update({k: v for k, v in b.env.items() if k not in a.env})
+        a.set_env([(k, v) for k, v in b.env.items() if k not in a.env])
     a.plugins += tuple(x for x in b.plugins if x not in a.plugins)
     for comm, rank in b.comm_pairs():
         a.add_comm_rank(comm, rank)

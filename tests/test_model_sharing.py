@@ -47,12 +47,15 @@ def test_a_process_keeps_its_communicator_ranks_in_order_once_and_no_set(tmp_pat
                  "ProcessGroupNCCL initialization options: size: 16, global rank: 9, TIMEOUT(ms): 600000")
     log = tmp_path / "rank9.log"
     log.write_text("\n".join(lines) + "\n")
-    model = api.build([str(log)], api.Options(jobs=1)).model
+    torch_only = tmp_path / "rank10.log"  # PyTorch's lines alone: a process of their own
+    torch_only.write_text(lines[-1].replace("rank9", "rank10") + "\n")
+    model = api.build([str(log), str(torch_only)], api.Options(jobs=1)).model
     nccl = model.processes[("nodeb", 701)]
     assert list(nccl.comm_pairs()) == [("0xaaaa000000000001", 9), ("0xbbbb000000000002", 1)]
     assert nccl.comm_ranks == ("0xaaaa000000000001", 9, "0xbbbb000000000002", 1)  # flat: no pair objects
     others = [p for k, p in model.processes.items() if k != ("nodeb", 701)]
-    assert others and all(type(p.comm_ranks) is tuple and not p.comm_ranks for p in others)
+    assert [p.source for p in others] == [str(torch_only)]
+    assert all(type(p.comm_ranks) is tuple and not p.comm_ranks for p in others)
 
 
 _INIT = ("{h}:{p}:{t} [0] NCCL INFO ncclCommInitRank comm 0x55f6e5fc{r:04d} rank {r} nranks 2 cudaDev {r} nvmlDev {r} "
@@ -203,7 +206,8 @@ def test_a_process_that_set_nothing_holds_the_shared_empty_settings_and_evidence
     text = ("[rank3]:[I1129 11:31:50.630429017 ProcessGroupNCCL.cpp:968] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
             "ProcessGroupNCCL initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000\n"
             "node1:10:11 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0\n"
-            "node1:10:11 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v6)\n")
+            "node1:10:11 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v6)\n"
+            "node2:20:21 [0] NCCL INFO cudaDriverVersion 12040\n")  # two processes: the rank's lines stay apart
     model = api.build(api.memory_sources({"job.log": text})).model
     torch_lines = model.processes[("job.log", None)]
     nccl = model.processes[("node1", 10)]
@@ -220,6 +224,61 @@ def test_a_process_that_set_nothing_holds_the_shared_empty_settings_and_evidence
     merged = mine.processes[("node1", 10)]
     assert dict(merged.env) == {"NCCL_SOCKET_IFNAME": "ib0"} and merged.plugins == ("Libfabric (v6)",)
     assert len(J._NONE_SET) == 0 and blank.env is J._NONE_SET
+
+
+_RANK_LINE = ("[rank{r}]:[I1129 11:31:50.630429017 ProcessGroupNCCL.cpp:968] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+              "ProcessGroupNCCL initialization options: size: 8, global rank: {r}, TIMEOUT(ms): 600000\n")
+
+
+def test_a_files_lines_that_name_no_process_are_its_one_process_where_they_tell_only_a_rank(tmp_path):
+    """A per-rank file's PyTorch lines (no host, no pid) were a process of their own beside the one
+    its NCCL lines name: ~330 bytes a rank, and two processes a rank against ``MAX_PROCESSES``.  At
+    the file's end they are that process's (its launcher rank); kept apart where the file names two
+    processes, where the process has another launcher rank, where the file names none, and where
+    they told something else (an NCCL setting printed without its prefix)."""
+    nccl = "node1:10:11 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0\n"
+    files = {
+        "one.log": _RANK_LINE.format(r=3) + nccl,
+        "two.log": _RANK_LINE.format(r=4) + nccl.replace("node1:10", "node2:20")
+        + nccl.replace("node1:10", "node2:21"),
+        "other.log": _RANK_LINE.format(r=5) + "[rank6]:" + nccl.replace("node1:10", "node3:30"),
+        "torch.log": _RANK_LINE.format(r=7),
+        "told.log": _RANK_LINE.format(r=8) + "NCCL INFO NCCL_IB_HCA set by environment to mlx5_1\n"
+        + nccl.replace("node1:10", "node4:40"),
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    model = api.build([str(tmp_path / n) for n in files], api.Options(jobs=1)).model
+    got = {(p.source.rsplit("/", 1)[-1], p.host, p.pid): p.launcher_rank for p in model.processes.values()}
+    assert got == {("one.log", "node1", 10): 3,
+                   ("two.log", None, None): 4, ("two.log", "node2", 20): None, ("two.log", "node2", 21): None,
+                   ("other.log", None, None): 5, ("other.log", "node3", 30): 6,
+                   ("torch.log", None, None): 7,
+                   ("told.log", None, None): 8, ("told.log", "node4", 40): None}
+    told = model.processes[(str(tmp_path / "told.log"), None)]
+    assert dict(told.env) == {"NCCL_IB_HCA": "mlx5_1"}
+    summary = api.diagnose(model, api.load_rules(api.Options())).summary
+    assert summary["processes"] == 6  # the five (host, pid), and torch.log's lines (its file names none)
+
+
+def test_told_nothing_reads_every_field_but_where_and_the_rank():
+    """A field added to ``Process`` is read by ``told_nothing`` (so a file's unnamed lines that set it
+    are never folded away): each field but the place, the lines and the launcher rank, set, tells."""
+    import dataclasses
+
+    from ncclsleuth.model.job import Process
+
+    where = {"host", "pid", "source", "launcher_rank", "first_line", "last_line", "last_kind"}
+    blank = Process(None, None, "f.log", launcher_rank=3, first_line=1, last_line=9, last_kind="pg_options")
+    assert blank.told_nothing()
+    values = {dict: {"X": "1"}, tuple: ("x",), bool: True, int: 1}
+    for f in dataclasses.fields(Process):
+        if f.name in where:
+            continue
+        p = Process(None, None, "f.log")
+        default = getattr(p, f.name)
+        setattr(p, f.name, values.get(type(default), "x") if f.name != "first_error" else object())
+        assert not p.told_nothing(), f.name
 
 
 def test_processes_that_print_the_same_settings_share_one_mapping():

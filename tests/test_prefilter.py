@@ -84,6 +84,7 @@ def test_connection_lines_folded_without_events_give_the_same_model():
                     slow.add(ev)
             for ev in [*fp.finish(), *fp.tail()]:  # as parse_one: what is left open, where the output stops
                 slow.add(ev)
+            slow.settle()  # as parse_one: the file's end
             slow.lines = fast.lines
             assert summarize(fast) == summarize(slow), path
             assert {k: list(c.hop_items()) for k, c in fast.comms.items()} == \

@@ -30,5 +30,8 @@ def test_a_files_lines_without_a_pid_are_its_process_where_another_line_names_it
                                                + _PG.format(r=r))
     (tmp_path / "torch_only.log").write_text(_PG.format(r=5))
     model = api.build([str(tmp_path)], api.Options(jobs=1, cache=False)).model
-    assert len(model.processes) == 5  # each file's lines with no pid: a process of the model's own
+    # a file's lines with no pid are the process its NCCL lines name (its launcher rank), or one of
+    # the model's own where no line names one
+    assert {k[0].rsplit("/", 1)[-1]: p.launcher_rank for k, p in model.processes.items()} == \
+        {"node0": 0, "node1": 1, "torch_only.log": 5}
     assert summarize(model)["processes"] == 3  # two with a pid, and the file that names none

@@ -35,9 +35,10 @@ _NCCL_LEVELS = frozenset({"INFO", "WARN", "TRACE", "CALL"})
 #: Events kept per kind (errors: per kind); the rest are counted in ``folded``.
 KEEP_PER_KIND = 20_000
 #: Most processes, communicators, rank states (over all communicators) and hop aggregates the
-#: model tracks one by one.  A 100,000-rank job (issue 16's largest) fits: two processes a rank
-#: (its NCCL process, and its file's lines that name none: PyTorch's), 200,000, and a rank state
-#: per rank and communicator, 1,048,576 allowing ten communicators a rank.  Past them a broken
+#: model tracks one by one.  A 100,000-rank job (issue 16's largest) fits: a process a rank (a
+#: per-rank file's lines that name none, PyTorch's, are its NCCL process's: :meth:`JobModel.settle`;
+#: two a rank where they stay apart, 200,000), and a rank state per rank and communicator,
+#: 1,048,576 allowing ten communicators a rank.  Past them a broken
 #: or hostile log (2M distinct host names: 3.3 GB before) would cost ~1.5 KB per name.  Lines
 #: past a bound still count and their problem lines still reach the report (events are kept
 #: per kind); :meth:`JobModel.bounds_met` says what was not tracked, and no fact reads a rank
@@ -253,6 +254,14 @@ class Process:
         env = dict(self.env)
         env.update(settings)
         self.env = shared_env(env)
+
+    def told_nothing(self) -> bool:
+        """Whether its lines set nothing beyond where they are and a launcher rank (no setting,
+        evidence line, network, communicator, connection or problem)."""
+        return not (self.nccl_version or self.cuda_version or self.env or self.said or self.bootstrap
+                    or self.socket_ifaces or self.ib_devices or self.ib_none or self.ibverbs_missing
+                    or self.network or self.plugins or self.comm_ranks or self.first_error is not None
+                    or self.gdr_conns or self.net_conns or self.errors)
 
     def own_said(self) -> dict[str, E.Event | int]:
         """``said``, to be written to (a dict of its own from the first line on)."""
@@ -858,7 +867,9 @@ class JobModel:
             self.add_conn_first(source, line, hp, rest, rest[a:b], rest[c:d], rest[e:f])
 
     def settle(self) -> None:
-        """Fold the connection lines counted by :meth:`conn_seen` (end of a file)."""
+        """End of a file: fold the connection lines counted by :meth:`conn_seen`, and the lines that
+        name no process into the one process the file names (:meth:`_fold_unnamed`)."""
+        self._fold_unnamed()
         total = 0
         for k, n in self._conn_n.items():
             if not n:
@@ -875,6 +886,29 @@ class JobModel:
         self._hp.clear()
         self._conn_n.clear()
         self._conn_to.clear()
+
+    def _fold_unnamed(self) -> None:
+        """A file's lines that name no process (PyTorch's ``[rank3]:[I1129 ...]``: no host, no pid)
+        are a process of their own while the file is read (``(file, None)``); where the file's other
+        lines name one process, and those lines told nothing but a launcher rank that process has or
+        lacks, they are that process's: it takes the rank and the other goes.  Kept, it was ~330
+        bytes a rank in a folder of per-rank files, and counted against ``MAX_PROCESSES`` (two
+        processes a rank).  What reads the rank finds it on the one process of the same file
+        (members, the summary); nothing reads the other's lines (``first_line``, ``last_kind``)."""
+        named: dict[str, list[Process]] = {}
+        unnamed: list[tuple[str, int | None]] = []
+        for k, p in self.processes.items():
+            if p.pid is not None:
+                named.setdefault(p.source, []).append(p)
+            elif p.host is None:
+                unnamed.append(k)
+        for k in unnamed:
+            u = self.processes[k]
+            into = named.get(u.source, [])
+            if len(into) == 1 and u.told_nothing() and into[0].launcher_rank in (None, u.launcher_rank):
+                if u.launcher_rank is not None:
+                    into[0].launcher_rank = u.launcher_rank
+                del self.processes[k]
 
     def _room(self, what: str, size: int, bound: int) -> bool:
         """Whether one more ``what`` fits under its bound (else the line is counted as untracked)."""

@@ -124,11 +124,31 @@ def main(debug: bool) -> None:
 
 #: set by a command that built a job model and has written all its output (see entry)
 _FAST_EXIT = [False]
+#: set by :func:`entry`: the process ends when the command returns
+_EXITS = [False]
 
 
 def allow_fast_exit() -> None:
-    """Called by ``analyze`` once its report is out: the process may end without teardown."""
+    """Called by ``analyze`` once its report is out: the process may end without teardown.
+
+    Where it will (:func:`_can_exit_fast`), the objects alive now are moved out of the cyclic
+    collector's reach (``gc.freeze``): the collector, paused for the command, is turned on again as
+    its exit unwinds (``util.gcpause.paused``), and the first allocation then ran a full pass over
+    the job model, for nothing, before the exit: 0.07-0.11 s of ``--jobs 1`` on the 8,000-rank file
+    (4.6 s), 0.17 s of its ``--jobs 2`` (3.3 s), 0.07 s on 4,096 per-rank files.  Not where the
+    interpreter shuts down as usual: a frozen object is never collected, its finalizer never run."""
     _FAST_EXIT[0] = True
+    if _EXITS[0] and _can_exit_fast():  # the console script's process, not a caller's (tests, library use)
+        gc.freeze()
+
+
+def _can_exit_fast() -> bool:
+    """Whether nothing is left to clean up: no Dask client or remote file system loaded, no child
+    process of ``multiprocessing`` running (see :func:`entry`)."""
+    if "distributed" in sys.modules or "fsspec" in sys.modules:
+        return False
+    mp = sys.modules.get("multiprocessing")
+    return mp is None or not mp.active_children()
 
 
 def entry(collector_paused: bool = False) -> None:
@@ -143,6 +163,7 @@ def entry(collector_paused: bool = False) -> None:
     """
     code: Any = 0
     _COLLECTOR_PAUSED[0] = collector_paused
+    _EXITS[0] = True
     try:
         main(standalone_mode=True)
     except SystemExit as exc:
@@ -151,10 +172,7 @@ def entry(collector_paused: bool = False) -> None:
         if code is not None:
             print(code, file=sys.stderr)
         code = 0 if code is None else 1
-    if not _FAST_EXIT[0] or "distributed" in sys.modules or "fsspec" in sys.modules:
-        sys.exit(code)
-    mp = sys.modules.get("multiprocessing")
-    if mp is not None and mp.active_children():
+    if not _FAST_EXIT[0] or not _can_exit_fast():
         sys.exit(code)
     try:
         sys.stdout.flush()

@@ -465,3 +465,67 @@ def test_results_larger_than_the_pipe_come_back_whole_and_in_order():
     assert [i for i, _, _ in got] == list(range(8))
     assert all(len(data) == 3 << 20 and data == bytes([i % 251]) * (3 << 20) for i, _, data in got)
     assert len({pid for _, pid, _ in got}) == 2  # both processes computed some
+
+
+def _saving_slowly(marks: Path, seconds: float):  # type: ignore[no-untyped-def]
+    """A ``ShapeCache.save`` that takes ``seconds`` and then leaves its process's mark in ``marks``."""
+    def save(self) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(seconds)
+        (marks / str(os.getpid())).write_text("saved")
+    return save
+
+
+def test_workers_finish_saving_what_they_learned_once_every_result_is_in(tmp_path, monkeypatch):
+    """A worker saves what it learned (``worker_done``) after its last run.  The callers took
+    exactly their results and closed the generator, which stopped the workers still saving: their
+    templates were lost, and a save stopped between its write and its rename left a temporary file
+    in the user's cache folder (seen: ``code-....bin.25689.tmp``).  Now every result in, the
+    workers finish (per-rank runs and a big file's pieces alike)."""
+    from ncclsleuth.ingest import blocks
+    from ncclsleuth.ingest.sources import InputFile
+    from ncclsleuth.parallel import split
+    from ncclsleuth.parse.grammar import ShapeCache
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(ShapeCache, "save", _saving_slowly(marks, 0.3))
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    assert len(list(P.parallel_results(files, 2, True))) >= 1
+    assert [p.read_text() for p in marks.iterdir()] == ["saved"]  # the one worker's
+    for p in marks.iterdir():
+        p.unlink()
+    big = tmp_path / "big.log"
+    big.write_text("".join(Path(f.path).read_text() for f in files))
+    monkeypatch.setattr(blocks, "BLOCK", 1024)  # pieces at block starts: a few KB each
+    monkeypatch.setattr(split, "PIECES_PER_JOB", 100)
+    items = split.plan([InputFile(str(big))], 2, piece_bytes=4096)
+    assert items is not None and len(items) > 2
+    assert len(list(split.split_results(items, 2, True))) == 1
+    assert [p.read_text() for p in marks.iterdir()] == ["saved"]
+
+
+def test_a_worker_that_does_not_finish_saving_is_stopped(tmp_path, monkeypatch):
+    """The wait for the workers is bounded (``REAP_WAIT_S``): this process must never hang."""
+    from ncclsleuth.parallel import forked
+    from ncclsleuth.parse.grammar import ShapeCache
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(ShapeCache, "save", _saving_slowly(marks, 60))
+    monkeypatch.setattr(forked, "REAP_WAIT_S", 0.3)
+    forks: list[int] = []
+    real = os.fork
+
+    def counting_fork():  # type: ignore[no-untyped-def]
+        pid = real()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", counting_fork)
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    started = time.monotonic()
+    assert len(list(P.parallel_results(files, 2, True))) >= 1
+    assert time.monotonic() - started < 20
+    assert forks and all(_state(pid) == "gone" for pid in forks)  # stopped and reaped
+    assert not list(marks.iterdir())

@@ -278,15 +278,27 @@ def _widen(fd: int) -> None:
         pass
 
 
+#: seconds the workers have to finish ``worker_done`` (saving what they learned) once every
+#: result is in, before they are stopped: a save takes milliseconds, under a lock another
+#: process may hold as long
+REAP_WAIT_S = 5.0
+
+
 def _reap(pids: Sequence[int], stop: bool) -> None:
     """Wait for every worker; ``stop``: end those still running first (an error here,
-    or the caller stopped early), instead of letting them finish ``worker_done``."""
+    or the caller stopped early), instead of letting them finish ``worker_done``; else
+    they have up to ``REAP_WAIT_S`` for it (this process must never hang)."""
     import signal
+    import time
 
+    deadline = time.monotonic() + (0 if stop else REAP_WAIT_S)
     for pid in pids:
         try:
-            if stop and os.waitpid(pid, os.WNOHANG)[0] == 0:
-                os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= deadline:
+                    os.kill(pid, signal.SIGTERM)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.002)
         except (ChildProcessError, ProcessLookupError):
             pass

@@ -122,6 +122,8 @@ def test_only_the_console_scripts_analyze_freezes_and_only_before_a_fast_exit(mo
 
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    for name in ("distributed", "fsspec", "multiprocessing"):  # as a fresh process has them: not loaded
+        monkeypatch.delitem(sys.modules, name, raising=False)
     for exits, loaded, expected in ((True, None, [True]), (False, None, []), (True, "distributed", []),
                                     (True, "fsspec", [])):
         frozen.clear()

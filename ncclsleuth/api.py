@@ -334,10 +334,20 @@ def analyze(sources: Sequence[Source], options: Options | None = None) -> Report
     options = options or Options()
     loaded: list[list[Rule]] = []
     with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
-        built = build(sources, options, meanwhile=lambda: loaded.append(load_rules(options)))
+        built = build(sources, options, meanwhile=lambda: loaded.append(_rules_and_knowledge(options)))
         report = diagnose(built.model, loaded[0], [n.to_dict() for n in built.notices], options.with_figures)
     report.files_read = built.files_read
     return report
+
+
+def _rules_and_knowledge(options: Options) -> list[Rule]:
+    """The rule pack, and the knowledge table made where it is not kept yet (:func:`knowledge.prepare`):
+    both before the parse (or while the workers parse), not after it."""
+    from . import knowledge
+
+    rules = load_rules(options)
+    knowledge.prepare()
+    return rules
 
 
 # --------------------------------------------------------------------------- other views

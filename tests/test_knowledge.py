@@ -264,3 +264,44 @@ def test_nccl_error_strings_of_every_release_are_known():
         hit = knowledge.explain(f"RuntimeError: NCCL error: {text}", None)
         got[text] = hit[1].id if hit else None
     assert got == NCCL_ERROR_STRINGS
+
+
+def test_a_run_makes_the_knowledge_table_before_its_parse_where_none_is_kept(monkeypatch, tmp_path):
+    """A first run made the table (4.5 MB of YAML) when its first problem line was explained, after
+    the parse: ~11 MB more at the peak of the 8,000-rank file's first run.  ``analyze`` now makes it
+    before the parse where none is kept; where one is, it reads nothing (once a process)."""
+    from ncclsleuth import api
+    from ncclsleuth.model import build
+    from ncclsleuth.util import cache
+
+    folder = str(knowledge.default_dir())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    order: list[str] = []
+    real_table, real_parse = knowledge._table, build.parse_one
+
+    def table(where: str):  # type: ignore[no-untyped-def]
+        order.append("table")
+        return real_table(where)
+
+    def parse_one(*a, **k):  # type: ignore[no-untyped-def]
+        order.append("parse")
+        return real_parse(*a, **k)
+
+    monkeypatch.setattr(knowledge, "_table", table)
+    monkeypatch.setattr(api, "parse_one", parse_one)
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "examples" / "desync-16" / "nccl.node000.29094.log"
+    try:
+        for c in (real_table, knowledge._load, knowledge._prepare):
+            c.cache_clear()
+        assert not cache.is_kept("knowledge", knowledge._sources(folder), knowledge.TABLE_VERSION)
+        api.analyze([str(log)], api.Options(jobs=1))
+        assert order[:2] == ["table", "parse"]
+        assert cache.is_kept("knowledge", knowledge._sources(folder), knowledge.TABLE_VERSION)
+        order.clear()
+        for c in (real_table, knowledge._prepare):
+            c.cache_clear()
+        knowledge.prepare()  # kept: nothing made, nothing read
+        assert order == []
+    finally:
+        for c in (real_table, knowledge._load, knowledge._prepare):
+            c.cache_clear()

@@ -521,6 +521,13 @@ def _derived_key(name: str, sources: list[str], version: Any) -> tuple[bytes, st
     return key, os.path.join(folder, f"{stem}{digest(key)}.marshal"), stem
 
 
+def is_kept(name: str, sources: list[str], version: Any = 1) -> bool:
+    """Whether :func:`keep` stored a value for these sources unchanged (its file is there), without
+    reading it: a few stats."""
+    where = _derived_key(name, sources, version)
+    return where is not None and os.path.isfile(where[1])
+
+
 def kept(name: str, sources: list[str], version: Any = 1) -> tuple[bool, Any]:
     """(True, value) as :func:`keep` stored it for these sources unchanged, else (False, None)."""
     where = _derived_key(name, sources, version)

@@ -294,10 +294,9 @@ def test_events_and_values_survive_the_trip_from_a_worker():
     assert pickle.loads(pickle.dumps(ib)) == ib and hash(pickle.loads(pickle.dumps(edge))) == hash(edge)
 
 
-def test_no_more_workers_than_runs_to_share(monkeypatch):
-    """--jobs 16 on 3 files forks 2 workers, not 15."""
-    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files[:3]
-    forks = []
+def _count_forks(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """The pids of the workers forked from now on (``os.fork`` wrapped)."""
+    forks: list[int] = []
     real = os.fork
 
     def counting_fork():  # type: ignore[no-untyped-def]
@@ -307,6 +306,13 @@ def test_no_more_workers_than_runs_to_share(monkeypatch):
         return pid
 
     monkeypatch.setattr(os, "fork", counting_fork)
+    return forks
+
+
+def test_no_more_workers_than_runs_to_share(monkeypatch):
+    """--jobs 16 on 3 files forks 2 workers, not 15."""
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files[:3]
+    forks = _count_forks(monkeypatch)
     results = list(P.parallel_results(files, 16, True))
     assert [s for m, _, _ in results for s in m.sources] == [f.display for f in files]
     assert len(forks) == 2
@@ -515,16 +521,7 @@ def test_a_worker_that_does_not_finish_saving_is_stopped(tmp_path, monkeypatch):
     marks.mkdir()
     monkeypatch.setattr(ShapeCache, "save", _saving_slowly(marks, 60))
     monkeypatch.setattr(forked, "REAP_WAIT_S", 0.3)
-    forks: list[int] = []
-    real = os.fork
-
-    def counting_fork():  # type: ignore[no-untyped-def]
-        pid = real()
-        if pid:
-            forks.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", counting_fork)
+    forks = _count_forks(monkeypatch)
     files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
     started = time.monotonic()
     assert len(list(P.parallel_results(files, 2, True))) >= 1

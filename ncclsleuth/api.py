@@ -359,8 +359,9 @@ def diff(good: Sequence[Source], bad: Sequence[Source], options: Options | None 
 
     options = options or Options()
     rules = load_rules(options)
-    g, b = _run(good, options, rules), _run(bad, options, rules)
-    return DiffResult(g, b, compare(g, b))
+    with paused():  # one pause: re-enabled between a build and its rule step, gc walked the whole model
+        g, b = _run(good, options, rules), _run(bad, options, rules)
+        return DiffResult(g, b, compare(g, b))
 
 
 def _run(sources: Sequence[Source], options: Options, rules: list[Rule]) -> Run:

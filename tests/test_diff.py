@@ -99,3 +99,43 @@ def test_numbers_of_a_big_job_read_as_numbers():
     assert got["nccl-tests peak busbw (GB/s)"] == ("1,234", "12.5")
     one = compare(_run({}, {"ranks": 16}), _run({}, {}))  # logged in one run only
     assert [(c.key, c.good, c.bad) for c in one] == [("ranks", "16", "(not logged)")]
+
+
+def test_a_diff_runs_no_collection_pass_between_its_builds_and_rule_steps(monkeypatch):
+    """Each build paused the cyclic collector and turned it on again at its end: the next
+    allocation walked the whole model (~0.3-0.4 s of a diff of the 8,000-rank file with itself,
+    ~1 s a model at 16k ranks).  The two runs and the comparison are one pause now: no collection
+    while a run is built and diagnosed (one may come when the pause ends, the caller's collector
+    back on)."""
+    import gc
+
+    rules = api.load_rules(api.Options())  # loaded before: the rule pack's own allocations are not the point
+    monkeypatch.setattr(api, "load_rules", lambda options: rules)
+    job = str(ROOT / "fixtures" / "examples" / "desync-16")  # a model of thousands of objects
+    api.diff([job], [job], api.Options(jobs=1))  # and the modules a diff imports on first use
+    in_run: list[bool] = []
+    during: list[int] = []
+    real_run = api._run
+
+    def run(*a):  # type: ignore[no-untyped-def]
+        in_run.append(True)
+        try:
+            return real_run(*a)
+        finally:
+            in_run.pop()
+
+    def seen(phase: str, info: dict) -> None:  # type: ignore[type-arg]
+        if phase == "start" and in_run:
+            during.append(info["generation"])
+
+    monkeypatch.setattr(api, "_run", run)
+    was_on = gc.isenabled()
+    gc.enable()
+    gc.callbacks.append(seen)
+    try:
+        d = api.diff([job], [job], api.Options(jobs=1))
+    finally:
+        gc.callbacks.remove(seen)
+        if not was_on:
+            gc.disable()
+    assert d.bad.report.findings and during == []

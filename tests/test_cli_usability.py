@@ -489,3 +489,33 @@ def test_shell_completion_as_documented() -> None:
     assert complete("ncclsleuth analyze --col", 2) == ["--color"]
     assert complete("ncclsleuth analyze --color ", 3) == ["auto", "always", "never"]
     assert run("completion", "tcsh").returncode == 2
+
+
+def test_topology_draws_its_graphs_with_the_collector_still_paused(monkeypatch) -> None:
+    """The build paused the cyclic collector and turned it on at its end: drawing the graphs then
+    ran a pass over the whole model first (topology of the 8,000-rank file 3.45-3.57 -> 2.73-2.82 s
+    with the command paused throughout)."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from ncclsleuth.cli import main
+    from ncclsleuth.model import topology
+
+    seen: list[bool] = []
+    real = topology.analyze_topology
+
+    def drawn(model):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return real(model)
+
+    monkeypatch.setattr(topology, "analyze_topology", drawn)
+    was_on = gc.isenabled()
+    gc.enable()
+    try:
+        res = CliRunner().invoke(main, ["topology", str(DESYNC), "--format", "json"])
+    finally:
+        if not was_on:
+            gc.disable()
+    assert res.exit_code == 0, res.output
+    assert seen == [False]

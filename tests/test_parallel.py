@@ -74,7 +74,7 @@ def test_progress_counts_files_of_each_run(monkeypatch):
 
 
 def test_fast_exit_only_after_analyze(tmp_path):
-    """``analyze`` and ``diff`` end without interpreter teardown (atexit handlers do not run);
+    """``analyze``, ``diff`` and ``topology`` end without interpreter teardown (atexit handlers do not run);
     other commands exit as usual."""
     import subprocess
     import sys
@@ -85,6 +85,7 @@ def test_fast_exit_only_after_analyze(tmp_path):
     diff = ROOT / "fixtures" / "diff"
     for args, teardown in ((["analyze", str(ROOT / "fixtures" / "examples" / "desync-16"), "--format", "json"], False),
                            (["diff", str(diff / "good"), str(diff / "bad"), "--format", "json"], False),
+                           (["topology", str(ROOT / "fixtures" / "examples" / "desync-16"), "--format", "json"], False),
                            (["rules", "list"], True)):
         mark = tmp_path / ("mark-" + args[0])
         res = subprocess.run([sys.executable, "-m", "ncclsleuth", *args], capture_output=True, text=True,

@@ -74,8 +74,8 @@ def test_progress_counts_files_of_each_run(monkeypatch):
 
 
 def test_fast_exit_only_after_analyze(tmp_path):
-    """``analyze``, ``diff`` and ``topology`` end without interpreter teardown (atexit handlers do not run);
-    other commands exit as usual."""
+    """``analyze``, ``diff``, ``topology`` and ``report`` end without interpreter teardown (atexit
+    handlers do not run); other commands exit as usual."""
     import subprocess
     import sys
 
@@ -86,6 +86,7 @@ def test_fast_exit_only_after_analyze(tmp_path):
     for args, teardown in ((["analyze", str(ROOT / "fixtures" / "examples" / "desync-16"), "--format", "json"], False),
                            (["diff", str(diff / "good"), str(diff / "bad"), "--format", "json"], False),
                            (["topology", str(ROOT / "fixtures" / "examples" / "desync-16"), "--format", "json"], False),
+                           (["report", str(ROOT / "fixtures" / "examples" / "desync-16"), "--format", "markdown"], False),
                            (["rules", "list"], True)):
         mark = tmp_path / ("mark-" + args[0])
         res = subprocess.run([sys.executable, "-m", "ncclsleuth", *args], capture_output=True, text=True,

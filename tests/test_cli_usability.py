@@ -491,61 +491,49 @@ def test_shell_completion_as_documented() -> None:
     assert run("completion", "tcsh").returncode == 2
 
 
-def test_topology_draws_its_graphs_with_the_collector_still_paused(monkeypatch) -> None:
-    """The build paused the cyclic collector and turned it on at its end: drawing the graphs then
-    ran a pass over the whole model first (topology of the 8,000-rank file 3.45-3.57 -> 2.73-2.82 s
-    with the command paused throughout)."""
+def _collector_on_when_called(monkeypatch, module: object, name: str, args: list[str]) -> list[bool]:  # type: ignore[no-untyped-def]
+    """Whether the cyclic collector was on each time ``module.name`` was called while the CLI ran
+    ``args`` (in this process, its collector on before)."""
     import gc
 
     from click.testing import CliRunner
 
     from ncclsleuth.cli import main
-    from ncclsleuth.model import topology
 
     seen: list[bool] = []
-    real = topology.analyze_topology
+    real = getattr(module, name)
 
-    def drawn(model):  # type: ignore[no-untyped-def]
+    def called(*a, **k):  # type: ignore[no-untyped-def]
         seen.append(gc.isenabled())
-        return real(model)
+        return real(*a, **k)
 
-    monkeypatch.setattr(topology, "analyze_topology", drawn)
+    monkeypatch.setattr(module, name, called)
     was_on = gc.isenabled()
     gc.enable()
     try:
-        res = CliRunner().invoke(main, ["topology", str(DESYNC), "--format", "json"])
+        res = CliRunner().invoke(main, args)
     finally:
         if not was_on:
             gc.disable()
     assert res.exit_code == 0, res.output
-    assert seen == [False]
+    return seen
+
+
+def test_topology_draws_its_graphs_with_the_collector_still_paused(monkeypatch) -> None:
+    """The build paused the cyclic collector and turned it on at its end: drawing the graphs then
+    ran a pass over the whole model first (topology of the 8,000-rank file 3.45-3.57 -> 2.73-2.82 s
+    with the command paused throughout)."""
+    from ncclsleuth.model import topology
+
+    assert _collector_on_when_called(monkeypatch, topology, "analyze_topology",
+                                     ["topology", str(DESYNC), "--format", "json"]) == [False]
 
 
 def test_the_post_mortem_page_is_rendered_with_the_collector_still_paused(monkeypatch) -> None:
     """``api.analyze`` turned the collector on at its end: rendering the page then began with a
     pass over the whole model (``report`` of the 8,000-rank file 4.09-4.11 -> 3.62-3.75 s paused
     throughout, with the fast exit)."""
-    import gc
-
-    from click.testing import CliRunner
-
     from ncclsleuth import renderers
-    from ncclsleuth.cli import main
 
-    seen: list[bool] = []
-    real = renderers.render
-
-    def rendered(*a, **k):  # type: ignore[no-untyped-def]
-        seen.append(gc.isenabled())
-        return real(*a, **k)
-
-    monkeypatch.setattr(renderers, "render", rendered)
-    was_on = gc.isenabled()
-    gc.enable()
-    try:
-        res = CliRunner().invoke(main, ["report", str(DESYNC), "--format", "markdown"])
-    finally:
-        if not was_on:
-            gc.disable()
-    assert res.exit_code == 0, res.output
-    assert seen == [False]
+    assert _collector_on_when_called(monkeypatch, renderers, "render",
+                                     ["report", str(DESYNC), "--format", "markdown"]) == [False]

@@ -129,7 +129,8 @@ _EXITS = [False]
 
 
 def allow_fast_exit() -> None:
-    """Called by ``analyze`` once its report is out: the process may end without teardown.
+    """Called by a command that built a job model (``analyze``, ``diff``, ``topology``, ``report``)
+    once its output is out: the process may end without teardown.
 
     Where it will (:func:`_can_exit_fast`), the objects alive now are moved out of the cyclic
     collector's reach (``gc.freeze``): the collector, paused for the command, is turned on again as

@@ -182,13 +182,15 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
     ``worker_done()`` runs in each worker after its last run (saving what it learned).
 
     ``work`` must be a pure function of ``i`` whose result pickles: a run whose result
-    never comes back is computed again here.
+    never comes back is computed again here.  Closed before its last result is out (the caller
+    stopped early, an error), it stops the workers; once every result is out, closed or run to
+    its end, the workers have ``REAP_WAIT_S`` to finish ``worker_done``.
     """
     claims = Claims(n)
     me = os.getpid()
     pids: list[int] = []
     inbox = _Inbox([])
-    finished = False
+    handed = 0  # results yielded (all n: the caller may close, the workers still finish)
     try:
         fds: list[int] = []
         for _ in range(workers):
@@ -218,11 +220,12 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
         inbox = _Inbox(fds)
         if meanwhile is not None:
             meanwhile()
-        yield from _collect(n, work, claims, inbox)
-        finished = True
+        for got in _collect(n, work, claims, inbox):
+            handed += 1
+            yield got
     finally:
         inbox.close()
-        _reap(pids, stop=not finished)
+        _reap(pids, stop=handed < n)
         claims.close()
 
 

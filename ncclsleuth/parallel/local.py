@@ -83,7 +83,6 @@ def parallel_results(files: list[InputFile], jobs: int, cache: bool,
             got = next(results)
             yield from in_order(got, run, cache, drop, fits)
             del got  # merged: the run model's shell and the events the job model did not keep
-        next(results, None)  # every result is in: the workers may finish saving what they learned
     finally:
         results.close()  # a generator: stops the workers if the caller stopped early
 

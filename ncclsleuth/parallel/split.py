@@ -245,6 +245,5 @@ def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
             if k == len(sp) - 1:
                 yield into.done()
                 into = None
-        next(results, None)  # every result is in: the workers may finish saving what they learned
     finally:
         results.close()  # a generator: stops the workers if the caller stopped early

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..util.gcpause import paused
 from .exitcodes import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 
 
@@ -52,6 +53,28 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.echo(f"ncclsleuth: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
                        err=True)
             ctx.exit(EXIT_USAGE)
+
+    return inner
+
+
+def model_command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that builds job models (``analyze``, ``diff``, ``topology``, ``report``): the cyclic
+    collector paused for all of it (a pass over a 16,384-rank model costs ~1 s, and one came
+    whenever a build's own pause ended before the rule step, the graphs or the page), and once it
+    has returned or exited, its output written, the process may end without teardown
+    (:func:`allow_fast_exit`).  An exception is no such end: :func:`guard` reports it and the
+    process exits as usual."""
+
+    @wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        with paused():
+            try:
+                out = fn(*args, **kwargs)
+            except SystemExit:
+                allow_fast_exit()
+                raise
+            allow_fast_exit()
+            return out
 
     return inner
 
@@ -129,8 +152,8 @@ _EXITS = [False]
 
 
 def allow_fast_exit() -> None:
-    """Called by a command that built a job model (``analyze``, ``diff``, ``topology``, ``report``)
-    once its output is out: the process may end without teardown.
+    """Called once a command that built a job model has written its output (:func:`model_command`):
+    the process may end without teardown.
 
     Where it will (:func:`_can_exit_fast`), the objects alive now are moved out of the cyclic
     collector's reach (``gc.freeze``): the collector, paused for the command, is turned on again as

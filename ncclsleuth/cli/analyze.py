@@ -7,9 +7,8 @@ from collections.abc import Iterable
 import click
 
 from ..renderers import RENDERERS, render, render_chunks
-from ..util.gcpause import paused
 from ..util.rxstore import keep_compiled
-from . import allow_fast_exit, guard, main
+from . import guard, main, model_command
 from .options import (
     color_option,
     config_option,
@@ -55,7 +54,7 @@ Examples:
               help="Write the report to this file; its suffix picks the format (.json .md .html .txt).")
 @config_option
 @guard
-@paused()  # the report and its rendering too: a gc pass over a 16k-rank model costs ~1 s
+@model_command  # the report and its rendering too, paused; then no teardown
 def analyze(paths: tuple[str, ...], fmt: str | None, rule_dirs: tuple[str, ...], keep_going: bool,
             fail_on: str | None, no_cache: bool, jobs: int | None, scheduler: str | None, quiet: bool,
             redact: bool | None, max_chars: int | None, color: str, no_color: bool, output: str | None,
@@ -95,5 +94,4 @@ def analyze(paths: tuple[str, ...], fmt: str | None, rule_dirs: tuple[str, ...],
     else:
         echo_text(pieces, colored)
     keep_compiled()  # the code of the classes the rules and the renderer made, for the next start
-    allow_fast_exit()  # everything is written: no need to free the model object by object
     exit_for(report, cfg.fail_on(fail_on, "warning"))

@@ -5,8 +5,7 @@ import sys
 
 import click
 
-from ..util.gcpause import paused
-from . import allow_fast_exit, guard, main
+from . import guard, main, model_command
 from .options import (
     config_option,
     echo_notices,
@@ -40,7 +39,7 @@ Examples:
 @engine_options
 @config_option
 @guard
-@paused()  # the analysis and the page: a gc pass over a model costs ~1 s at 16k ranks
+@model_command  # the analysis and the page
 def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, redact: bool | None,
                rule_dirs: tuple[str, ...], keep_going: bool, fail_on: str | None, no_cache: bool, jobs: int | None,
                config: str | None) -> None:
@@ -75,7 +74,6 @@ def report_cmd(paths: tuple[str, ...], output: str | None, fmt: str | None, reda
         click.echo(f"ncclsleuth: wrote {output}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))
-    allow_fast_exit()  # everything is written: no need to free the model object by object
     exit_for(report, cfg.fail_on(fail_on, "never"))
 
 

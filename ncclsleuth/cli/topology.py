@@ -5,8 +5,7 @@ import os
 
 import click
 
-from ..util.gcpause import paused
-from . import UserError, allow_fast_exit, guard, main
+from . import UserError, guard, main, model_command
 from .options import engine_options, options_for, require_read
 
 
@@ -21,7 +20,7 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @engine_options
 @guard
-@paused()  # the build and the graphs: a gc pass over a model costs ~1 s at 16k ranks
+@model_command  # the build and the graphs
 def topology(paths: tuple[str, ...], export_to: str | None, fmt: str, no_cache: bool, jobs: int | None) -> None:
     """Rings, trees and transport hops per communicator, with what looks wrong."""
     from .. import api
@@ -54,4 +53,3 @@ def topology(paths: tuple[str, ...], export_to: str | None, fmt: str, no_cache: 
         except OSError as exc:
             raise UserError(f"{export_to}: cannot write: {exc.strerror or exc}") from None
         click.echo(f"graph of {tops[0].comm} written to {export_to}", err=True)
-    allow_fast_exit()  # everything is written: no need to free the model object by object

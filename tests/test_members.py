@@ -237,6 +237,61 @@ def test_an_exception_the_knowledge_base_does_not_know_is_the_ranks_own():
     assert said(agent).what == "context"  # the launcher's summary, not a rank's failure
 
 
+_XID = ("[ 8812.310245] NVRM: Xid (PCI:0000:3b:00): {}, pid=41233, name=python, Timeout after 6s of waiting for RPC "
+        "response from GPU1 GSP!")
+_CUDA_INIT = ("[rank0]: UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error {}: "
+              "unknown error")
+
+
+@pytest.mark.parametrize("first,second,verdicts", [
+    # the knowledge base has an entry for each Xid (knowledge/neighbours/system.yaml)
+    (_XID.format(119), _XID.format(154), [("own", "SYS-xid-119", "hardware_fault"),
+                                          ("own", "SYS-xid-154", "hardware_fault")]),
+    # one entry, told apart by its context variants ``Error 802`` and ``Error 80[34]``
+    (_CUDA_INIT.format(802), _CUDA_INIT.format(804), [("own", "SYS-torch-cuda-init-warning", "p2p_topology"),
+                                                      ("own", "SYS-torch-cuda-init-warning", "version_mismatch")]),
+])
+def test_lines_that_differ_in_a_number_the_knowledge_base_reads_each_say_their_own(monkeypatch, first, second,
+                                                                                    verdicts):
+    """The verdicts are kept per message shape (a 16,384-rank job's watchdog lines, which differ in
+    times and sizes, cost one lookup).  Before, every number of three or more digits was masked in
+    that shape, so the second line got the first one's verdict: an Xid 154 read as an Xid 119, a
+    CUDA ``Error 804`` (a driver mismatch) as ``Error 802`` (the fabric manager): in either order."""
+    from ncclsleuth.model.facts import said as said_module
+
+    for a, b, expect in ((first, second, verdicts), (second, first, verdicts[::-1])):
+        monkeypatch.setattr(said_module, "_CACHE", {})
+        got = [said(E.WarnText(source="x", line=i, text=t, message=t)) for i, t in enumerate((a, b))]
+        assert [(s.what, s.kb_id, s.category) for s in got] == expect
+
+
+def test_a_message_shape_masks_the_numbers_that_do_not_tell_messages_apart():
+    from ncclsleuth import knowledge
+    from ncclsleuth.model.facts.said import shape
+
+    named = knowledge.numbers()
+    assert {"119", "154", "802", "113", "1024"} <= named  # formats' literal numbers, context patterns'
+    assert not {"600000", "1048576", "5238"} & named
+    assert shape("WorkNCCL(SeqNum=12, NumelIn=1048576, Timeout(ms)=600000) ran for 600047 milliseconds") == \
+        "WorkNCCL(SeqNum=12, NumelIn=#, Timeout(ms)=#) ran for # milliseconds"
+    assert shape("Xid (PCI:0000:3b:00): 154, pid=41233") == "Xid (PCI:0000:3b:00): 154, pid=#"
+    assert shape("no number at all") == "no number at all"
+    # a context variant that reads a number of three or more digits: its lines are looked up each
+    assert knowledge.reads_digits("SYS-torch-cuda-init-warning")
+    assert not knowledge.reads_digits("PGN-WD-TIMEOUT")  # ``SeqNum=1, `` reads a one-digit number
+
+
+@pytest.mark.parametrize("pattern,reads", [
+    ("SeqNum=1, ", False), ("Error 35:", False), ("errno: 113|No route to host", True), ("Error 80[34]", True),
+    ("1: DOWN|PORT_DOWN", True), (r"exitcode\s*: -9\b", True), (r"\|\s+[1-9]\d*\s+\|", True),
+    (r"(127\.\d+\.\d+\.\d+|::1)<", True), ("no digits", False), ("ends in 7", True),
+])
+def test_which_context_patterns_read_numbers(pattern, reads):
+    from ncclsleuth.knowledge import pattern_reads_digits
+
+    assert pattern_reads_digits(pattern) is reads
+
+
 def test_strip_prefixes():
     assert strip_prefixes("[rank0]:[E1201 10:42:52.644326315 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 3 failed") == \
         "Rank 3 failed"

@@ -22,11 +22,20 @@ from typing import Any
 from ..util import yaml_files
 from ..util.cache import derived, is_kept, keep, keep_blob, read_at, unmarshal
 from ..util.classes import dataclass
-from .identify import TORCH_FORMATS, FormatIndex, Identifier, Known, literal_parts, torch_formats
+from .identify import (
+    NUMBER_RUN,
+    TORCH_FORMATS,
+    FormatIndex,
+    Identifier,
+    Known,
+    literal_numbers,
+    literal_parts,
+    torch_formats,
+)
 from .schema import KnowledgeError, validate_file
 
 __all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
-           "explain_warn", "identifier", "load", "norm_file"]
+           "explain_warn", "identifier", "load", "norm_file", "numbers", "pattern_reads_digits", "reads_digits"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,7 @@ class KnowledgeBase:
         self._compiled: dict[str, re.Pattern[str]] = {}
         self._meanings: dict[tuple[str, str | None, str | None, tuple[bool, ...]], Meaning] = {}
         self._by_message: dict[str, tuple[str, ...]] = {}
+        self._digits: dict[str, bool] = {}
 
     def _entries(self, key: str) -> list[dict[str, Any]] | None:
         got = self._by_id.get(key)
@@ -172,6 +182,16 @@ class KnowledgeBase:
                 if "message" in (v.get("when") or {})))
         return got
 
+    def reads_digits(self, key: str) -> bool:
+        """Whether a context variant of message ``key`` may tell two lines apart by the digits of
+        a number of three or more (:func:`pattern_reads_digits`): then a meaning found for one line
+        is not one for every line of its shape with other such numbers."""
+        got = self._digits.get(key)
+        if got is None:
+            cands = self._entries(key) or []
+            got = self._digits[key] = any(map(pattern_reads_digits, self._patterns(key, cands)))
+        return got
+
     def _rx(self, pattern: str) -> re.Pattern[str]:
         rx = self._compiled.get(pattern)
         if rx is None:
@@ -207,6 +227,51 @@ class KnowledgeBase:
                 if file is None or norm_file(str(v)) != file:
                     return False
         return True
+
+
+#: characters of a regex that match themselves, and that are no digit
+_PLAIN = frozenset(chr(c) for c in range(32, 127)) - set("0123456789.^$*+?{}[]|()\\")
+
+
+def pattern_reads_digits(pattern: str) -> bool:
+    """Whether a ``message`` pattern may match differently in two lines that differ only in a
+    number of three or more digits: it has ``\\d``, a class or a quantifier near a digit, a run of
+    three or more digits (``errno: 113``), or a digit that is not held between two plain
+    characters (``Error 80[34]``, ``1: DOWN`` at its start).  ``SeqNum=1, `` reads a number of
+    one digit, which a line of any other number does not hold there."""
+    if "\\d" in pattern:
+        return True
+    for m in re.finditer(r"[0-9]+", pattern):
+        a, b = m.span()
+        if b - a >= 3 or a == 0 or b == len(pattern):
+            return True
+        if pattern[a - 1] not in _PLAIN or pattern[b] not in _PLAIN or (a >= 2 and pattern[a - 2] == "\\"):
+            return True
+    return False
+
+
+def reads_digits(key: str, folder: str | None = None) -> bool:
+    """:meth:`KnowledgeBase.reads_digits` of the knowledge base of ``folder``."""
+    return load(folder).reads_digits(key)
+
+
+def numbers(folder: str | None = None) -> frozenset[str]:
+    """The runs of three or more digits that a format of a message in the catalogs or the knowledge
+    base, or a context pattern of its entries, holds as text (``119`` of ``Xid ...: 119``, ``113`` of
+    ``errno: 113``): the numbers a line is told apart by (:func:`literal_numbers`)."""
+    if folder is None:  # asked for every problem line a cache of meanings keys: no path made each time
+        return _default_numbers(os.environ.get("NCCLSLEUTH_KNOWLEDGE"))
+    return _numbers(str(Path(folder)))
+
+
+@lru_cache(maxsize=4)
+def _default_numbers(env: str | None) -> frozenset[str]:
+    return _numbers(str(_default_dir(env)))
+
+
+@lru_cache(maxsize=4)
+def _numbers(folder: str) -> frozenset[str]:
+    return frozenset(_table(folder)["numbers"])
 
 
 def default_dir() -> Path:
@@ -252,7 +317,7 @@ def _docs(folder: str) -> dict[str, Any]:
 
 
 #: bump when the table's layout changes
-TABLE_VERSION = 5
+TABLE_VERSION = 6
 
 
 @lru_cache(maxsize=4)
@@ -280,7 +345,8 @@ def _table(folder: str) -> dict[str, Any]:
         others += [(src, key, fmt) for src, key, fmt in kb.formats()
                    if src != "nccl" and not (src == "torch" and key in in_catalog)]
         return {"by_id": {key: marshal.dumps(kb._entries(key)) for key in kb.ids()},
-                "others": FormatIndex.prepare([(src, key, literal_parts(fmt)) for src, key, fmt in others])}
+                "others": FormatIndex.prepare([(src, key, literal_parts(fmt)) for src, key, fmt in others]),
+                "numbers": _told_apart_by(kb, [fmt for _, _, fmt in others])}
 
     def build_with_blob() -> dict[str, Any]:
         table = build()
@@ -292,13 +358,27 @@ def _table(folder: str) -> dict[str, Any]:
         blob = keep_blob("knowledge", b"".join(parts))
         if blob is None:  # no cache folder: the entries stay in the table
             return table
-        return {"index": index, "blob": blob, "blob_size": at, "others": table["others"]}
+        return {"index": index, "blob": blob, "blob_size": at, "others": table["others"],
+                "numbers": table["numbers"]}
 
     table: dict[str, Any] = derived("knowledge", sources, build_with_blob, TABLE_VERSION)
     if "blob" in table and not _blob_there(table["blob"], table["blob_size"]):  # removed since
         table = build_with_blob()
         keep("knowledge", sources, table, TABLE_VERSION)
     return table
+
+
+def _told_apart_by(kb: KnowledgeBase, formats: list[str]) -> list[str]:
+    """:func:`numbers`, of the NCCL catalog, ``formats`` (the other sources') and ``kb``'s patterns."""
+    from ..parse import catalog  # the NCCL catalog: read when the table is made, not by a run
+
+    found: set[str] = set()
+    for fmt in [*(f.format for f in catalog.by_id().values()), *formats]:
+        found |= literal_numbers(fmt)
+    for key in kb.ids():
+        for pattern in kb._patterns(key, kb._entries(key) or []):
+            found.update(NUMBER_RUN.findall(pattern))
+    return sorted(found)
 
 
 def _sources(folder: str) -> list[str]:

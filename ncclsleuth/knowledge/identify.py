@@ -136,6 +136,17 @@ class FormatIndex:
         return found
 
 
+#: a run of three or more digits (what a cache of meanings may mask: see :func:`literal_numbers`)
+NUMBER_RUN = rx(r"[0-9][0-9][0-9]+")
+
+
+def literal_numbers(fmt: str) -> set[str]:
+    """The runs of three or more digits in the literal text of a format (``"NVRM: Xid (PCI:%s):
+    119, %s"``: ``119``): a line that holds one may be told apart by it from a line that holds
+    another number there."""
+    return {m[0] for part in _PLACEHOLDER.split(fmt) for m in NUMBER_RUN.finditer(part)}
+
+
 def literal_parts(fmt: str) -> tuple[str, ...]:
     """The literal parts of the most literal line of a format (whitespace collapsed), or ()
     when it holds too little literal text to identify a line on its own."""

@@ -24,9 +24,9 @@ from ...util.rxstore import rx
 _IGNORED = frozenset({"agent_failure", "failure_field", "failure_block_head", "signal_exit"})
 #: exceptions raised by the launcher about its children, not by a rank
 _AGENT_EXC = rx(r"ChildFailedError|SignalException|torch\.distributed\.elastic\.")
-#: numbers of 3+ digits (the cache key of a meaning, see ``_lookup``): ASCII digits, spelled
-#: out (``\d{3,}`` costs twice as much a line; the key is as fine or finer, so no meaning changes)
-_DIGITS = rx(r"[0-9][0-9][0-9]+")
+#: numbers of 3+ digits (see :func:`shape`; the group: ``split`` hands them out between the rest):
+#: ASCII digits, spelled out (``\d{3,}`` costs twice as much)
+_DIGITS = rx(r"([0-9][0-9][0-9]+)")
 #: a symptom whose likely cause is one of these is a rank waiting for the others; any other
 #: likely cause (cuda_error, hardware_fault, cuda_oom, app_crash, ...) is the rank's own
 WAITING = frozenset({"collective_timeout", "collective_desync", "straggler", "rendezvous_misconfig",
@@ -102,22 +102,41 @@ def said(ev: E.Event) -> Said:
 
 
 _CACHE: dict[tuple[str, bool], Said] = {}
+#: meanings kept (a server answers many questions): past it the table starts again
+MAX_CACHED = 20_000
 
 
 def _lookup(text: str, exception: bool) -> Said:
-    """Cached per message shape: the prefix (rank, time, logger) does not change a meaning,
-    nor do numbers of 3+ digits (ports, pids, sizes); small ones can ("SeqNum=1", "exitcode:
-    -9"), so they stay in the key.  A 16,384-rank job's 16,384 watchdog lines cost one lookup."""
+    """Cached per message shape (:func:`shape`): a 16,384-rank job's 16,384 watchdog lines cost
+    one lookup.  A meaning whose message the knowledge base reads numbers of (a context variant
+    such as ``errno: 113`` or ``Error 80[34]``: :func:`ncclsleuth.knowledge.reads_digits`) is
+    looked up for each line: the line's number decides it."""
     body = strip_prefixes(text)
-    key = (_DIGITS.sub("0", body), exception)
+    key = (shape(body), exception)
     hit = _CACHE.get(key)
     if hit is None:
         hit = _explain(text, exception)
         if hit.kb_id is None and body != text:  # the message without its prefix
             hit = _explain(body, exception)
-        if len(_CACHE) < 20_000:
+        if hit.kb_id is None or not knowledge.reads_digits(hit.kb_id):
+            if len(_CACHE) >= MAX_CACHED:
+                _CACHE.clear()
             _CACHE[key] = hit
     return hit
+
+
+def shape(body: str) -> str:
+    """A message as the cache of meanings keys it: its numbers of three or more digits (ports, pids,
+    sizes, times) as ``#``, but those a format or a context variant of the knowledge base holds
+    (:func:`ncclsleuth.knowledge.numbers`: an Xid 119 is not an Xid 154, nor an ``Error 802`` an
+    ``Error 804``); shorter numbers as they are (``SeqNum=1``, ``exitcode: -9``)."""
+    parts = _DIGITS.split(body)
+    if len(parts) == 1:
+        return body
+    named = knowledge.numbers()
+    if named.isdisjoint(parts[1::2]):
+        return "#".join(parts[0::2])
+    return "".join(p if i % 2 == 0 or p in named else "#" for i, p in enumerate(parts))
 
 
 def _explain(text: str, exception: bool) -> Said:

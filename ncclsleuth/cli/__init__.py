@@ -83,7 +83,7 @@ def model_command(fn: Callable[..., Any]) -> Callable[..., Any]:
 COMMAND_MODULES = {
     "analyze": "analyze", "parse": "parse", "rules": "rules", "explain": "rules", "topology": "topology",
     "report": "report", "serve": "serve", "watch": "watch", "diff": "diff", "config": "config",
-    "events": "rules", "completion": "completion",
+    "events": "rules", "completion": "completion", "cache": "cache",
 }
 
 

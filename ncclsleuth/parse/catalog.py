@@ -149,6 +149,12 @@ def _pattern(entry: _Entry) -> re.Pattern[str] | None:
     return entry[1] or None
 
 
+def prepare() -> None:
+    """Make the catalog's buckets of regex sources now, and keep them (``ncclsleuth cache warm``:
+    a log's first WARN line would make them, ~40 ms)."""
+    _index()
+
+
 def lookup(message: str, level: str | None = None) -> Format | None:
     """The catalog format a message was printed from, preferring the same level."""
     msg = " ".join(message.split())

@@ -350,13 +350,14 @@ def _rules_and_knowledge(options: Options) -> list[Rule]:
     return rules
 
 
-def warm(options: Options | None = None) -> list[tuple[str, float]]:
+def warm(options: Options | None = None, samples: Sequence[Source] = ()) -> list[tuple[str, float]]:
     """Make now what a first run makes and keeps in the cache folder (the rule pack parsed, the
-    knowledge table, Lark's compiled grammar, the NCCL catalog's index), and say what each took:
-    (what, seconds).  A first run made them on top of its analysis: a 200-line paste took ~0.6 s
-    and ~51 MB on a fresh cache folder against ~0.07 s and ~24 MB once they were kept, and a
-    container whose cache folder does not outlive it paid that on every run.  Done while its
-    image is built, as the user that runs ncclsleuth, every run starts warm.  Raises
+    knowledge table, Lark's compiled grammar, the NCCL catalog's index), and the templates of the
+    line shapes of ``samples`` (logs of the jobs to come: analysed, the report dropped), and say
+    what each took: (what, seconds).  A first run made them on top of its analysis: a 200-line
+    paste took ~0.6 s and ~51 MB on a fresh cache folder against ~0.07 s and ~24 MB once they were
+    kept, and a container whose cache folder does not outlive it paid that on every run.  Done
+    while its image is built, as the user that runs ncclsleuth, every run starts warm.  Raises
     :class:`OSError` where there is no cache folder this user may use (nothing could be kept)."""
     import time
 
@@ -369,6 +370,7 @@ def warm(options: Options | None = None) -> list[tuple[str, float]]:
         raise OSError("no cache folder to keep them in ($XDG_CACHE_HOME/ncclsleuth or ~/.cache/ncclsleuth, "
                       "owned by this user and not writable by others)")
     options = options or Options()
+
     def knowledge_table() -> None:
         knowledge.prepare()
         knowledge.identifier()  # its index of the other sources' formats, read back
@@ -380,6 +382,8 @@ def warm(options: Options | None = None) -> list[tuple[str, float]]:
         ("NCCL catalog", catalog.prepare),
         ("compiled code", keep_compiled),
     ]
+    if samples:
+        steps.append(("line shapes", partial(analyze, samples, options)))
     done: list[tuple[str, float]] = []
     for what, step in steps:
         t0 = time.perf_counter()

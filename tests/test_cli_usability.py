@@ -576,6 +576,29 @@ print(cache.is_kept("knowledge", knowledge._sources(folder), knowledge.TABLE_VER
     assert done.stdout.split() == ["True", "[]"], done.stderr
 
 
+def test_cache_warm_with_a_sample_keeps_its_line_shapes_and_exits_0(tmp_path: Path) -> None:
+    """With a log of the kind the jobs write, the templates of its line shapes are kept too: the
+    next analysis of such a log never imports Lark.  The sample's findings do not fail the
+    command (``analyze`` exits 1 on them: a Dockerfile's RUN would stop)."""
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    sample = ROOT / "fixtures" / "examples" / "desync-16"
+    assert run("analyze", str(sample), "-q", env=env).returncode == 1  # what the README used to suggest
+    for p in (tmp_path / "ncclsleuth").iterdir():
+        p.unlink()
+    res = run("cache", "warm", str(sample), env=env)
+    assert res.returncode == 0, res.stderr
+    assert [line.split("  ")[0] for line in res.stdout.splitlines()][-2] == "line shapes"
+    probe = f"""
+import sys
+from ncclsleuth import api
+api.analyze([{str(sample)!r}], api.Options(jobs=1))
+print("lark" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    assert done.stdout.split() == ["False"], done.stderr
+
+
 def test_cache_warm_without_a_cache_folder_says_so(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -370,14 +370,9 @@ def warm(options: Options | None = None, samples: Sequence[Source] = ()) -> list
         raise OSError("no cache folder to keep them in ($XDG_CACHE_HOME/ncclsleuth or ~/.cache/ncclsleuth, "
                       "owned by this user and not writable by others)")
     options = options or Options()
-
-    def knowledge_table() -> None:
-        knowledge.prepare()
-        knowledge.identifier()  # its index of the other sources' formats, read back
-
     steps: list[tuple[str, Callable[[], object]]] = [
         ("rule pack", partial(load_rules, options)),
-        ("knowledge table", knowledge_table),
+        ("knowledge table", knowledge.identifier),  # made and kept where it is not, then read
         ("grammar", grammar.parser),
         ("NCCL catalog", catalog.prepare),
         ("compiled code", keep_compiled),

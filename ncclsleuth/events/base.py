@@ -30,6 +30,7 @@ import sys
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..util import bounded_put
 from ..util.cache import CODE
 from ..util.reread import line as _read_again
 
@@ -87,11 +88,7 @@ def _one_of(table: dict[Any, Any], bound: int, value: Any) -> Any:
     """The object ``table`` keeps for the values equal to ``value`` (``value`` itself when it is
     the first); at ``bound`` values the table starts again (values that repeat are soon back)."""
     got = table.get(value)
-    if got is None:
-        if len(table) >= bound:
-            table.clear()
-        table[value] = got = value
-    return got
+    return bounded_put(table, bound, value, value) if got is None else got
 
 
 def share_int(value: int) -> int:

@@ -34,7 +34,7 @@ from .identify import (
 )
 from .schema import KnowledgeError, validate_file
 
-__all__ = ["Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
+__all__ = ["NUMBER_RUN", "Identifier", "KnowledgeBase", "KnowledgeError", "Known", "Meaning", "default_dir", "explain",
            "explain_warn", "identifier", "load", "norm_file", "numbers", "pattern_reads_digits", "reads_digits"]
 
 

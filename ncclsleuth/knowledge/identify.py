@@ -136,15 +136,17 @@ class FormatIndex:
         return found
 
 
-#: a run of three or more digits (what a cache of meanings may mask: see :func:`literal_numbers`)
-NUMBER_RUN = rx(r"[0-9][0-9][0-9]+")
+#: a run of three or more digits (what a cache of meanings may mask: see :func:`literal_numbers`);
+#: the group: ``split`` hands them out between the rest.  ASCII digits, spelled out (``\d{3,}``
+#: costs twice as much a line)
+NUMBER_RUN = rx(r"([0-9][0-9][0-9]+)")
 
 
 def literal_numbers(fmt: str) -> set[str]:
     """The runs of three or more digits in the literal text of a format (``"NVRM: Xid (PCI:%s):
     119, %s"``: ``119``): a line that holds one may be told apart by it from a line that holds
     another number there."""
-    return {m[0] for part in _PLACEHOLDER.split(fmt) for m in NUMBER_RUN.finditer(part)}
+    return {run for part in _PLACEHOLDER.split(fmt) for run in NUMBER_RUN.findall(part)}
 
 
 def literal_parts(fmt: str) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as E
 from ..events.nccl import via_fields
+from ..util import bounded_put
 from ..util.classes import dataclass
 from ..util.rxstore import rx
 from .places import PLACE_BITS, as_event, line_place, own_place
@@ -119,11 +120,7 @@ def shared_env(env: dict[str, str]) -> dict[str, str]:
     ``env`` itself when it is the first.  Never written to once shared (:meth:`Process.set_env`)."""
     key = tuple(env.items())
     got = _ENVS.get(key)
-    if got is None:
-        if len(_ENVS) >= MAX_ENVS:
-            _ENVS.clear()
-        got = _ENVS[key] = env
-    return got
+    return bounded_put(_ENVS, MAX_ENVS, key, env) if got is None else got
 
 #: kinds whose event a process keeps as the evidence line of what it set (``Process.evidence``):
 #: those a fact quotes (tests/test_model_sharing.py checks each has a reader).  Not

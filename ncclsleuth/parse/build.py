@@ -15,6 +15,7 @@ from typing import Any
 from .. import events as E
 from ..events.base import share
 from ..events.nccl import as_int, via_fields
+from ..util import bounded_put
 from ..util.rxstore import rx
 from . import host as _host
 
@@ -183,10 +184,7 @@ def _tree_spec(spec: str) -> tuple[tuple[int, ...], int, int]:
     else:  # 2.5+: d0/d1/d2->me->up
         downs, up = a, b
     parsed = (tuple(int(x) for x in downs.split("/")), int(me), int(up))
-    if len(_TREE_SPECS) >= MAX_TREE_SPECS:
-        _TREE_SPECS.clear()
-    _TREE_SPECS[spec] = parsed
-    return parsed
+    return bounded_put(_TREE_SPECS, MAX_TREE_SPECS, spec, parsed)
 
 
 def _int(s: str | None) -> int | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..events import Event
 from ..model.job import JobModel
+from ..util import bounded_put
 from .findings import Finding, finding
 from .lineset import FileIds, LineSet, holds
 from .match import Context, evaluate
@@ -66,10 +67,7 @@ def _last_readers(order: Sequence[Rule]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for name, i in last.items():
         out.setdefault(i, []).append(name)
-    if len(_READERS) >= 8:
-        _READERS.clear()
-    _READERS[key] = out
-    return out
+    return bounded_put(_READERS, 8, key, out)
 
 
 #: the rules' ids in order -> :func:`_last_readers`

@@ -1,9 +1,22 @@
 """Helpers every stage may use: the per-user cache folder and its files, the gc pause, the
-listing of a YAML data folder."""
+listing of a YAML data folder, the bounded tables."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, TypeVar
+
+V = TypeVar("V")
+
+
+def bounded_put(table: dict[Any, V], bound: int, key: Any, value: V) -> V:
+    """``table[key] = value``, the table emptied first where it holds ``bound`` entries: the one
+    policy of the process-wide tables that remember values and shapes for reuse (the values that
+    repeat are soon back, a hostile input cannot make one grow without end).  ``value``."""
+    if len(table) >= bound:
+        table.clear()
+    table[key] = value
+    return value
 
 
 def yaml_files(folder: str | os.PathLike[str]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ... import events as E
 from ... import knowledge
+from ...util import bounded_put
 from ...util.classes import dataclass
 from ...util.rxstore import rx
 
@@ -24,9 +25,6 @@ from ...util.rxstore import rx
 _IGNORED = frozenset({"agent_failure", "failure_field", "failure_block_head", "signal_exit"})
 #: exceptions raised by the launcher about its children, not by a rank
 _AGENT_EXC = rx(r"ChildFailedError|SignalException|torch\.distributed\.elastic\.")
-#: numbers of 3+ digits (see :func:`shape`; the group: ``split`` hands them out between the rest):
-#: ASCII digits, spelled out (``\d{3,}`` costs twice as much)
-_DIGITS = rx(r"([0-9][0-9][0-9]+)")
 #: a symptom whose likely cause is one of these is a rank waiting for the others; any other
 #: likely cause (cuda_error, hardware_fault, cuda_oom, app_crash, ...) is the rank's own
 WAITING = frozenset({"collective_timeout", "collective_desync", "straggler", "rendezvous_misconfig",
@@ -119,9 +117,7 @@ def _lookup(text: str, exception: bool) -> Said:
         if hit.kb_id is None and body != text:  # the message without its prefix
             hit = _explain(body, exception)
         if hit.kb_id is None or not knowledge.reads_digits(hit.kb_id):
-            if len(_CACHE) >= MAX_CACHED:
-                _CACHE.clear()
-            _CACHE[key] = hit
+            bounded_put(_CACHE, MAX_CACHED, key, hit)
     return hit
 
 
@@ -130,7 +126,7 @@ def shape(body: str) -> str:
     sizes, times) as ``#``, but those a format or a context variant of the knowledge base holds
     (:func:`ncclsleuth.knowledge.numbers`: an Xid 119 is not an Xid 154, nor an ``Error 802`` an
     ``Error 804``); shorter numbers as they are (``SeqNum=1``, ``exitcode: -9``)."""
-    parts = _DIGITS.split(body)
+    parts = knowledge.NUMBER_RUN.split(body)
     if len(parts) == 1:
         return body
     named = knowledge.numbers()

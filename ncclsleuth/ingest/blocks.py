@@ -69,6 +69,10 @@ class BlockReader:
         #: the bytes of the block last yielded in the file (its last line end not counted):
         #: where it is ``plain``, where a line near its end starts (``parse.tail.Kept.place``)
         self.block_bytes = 0
+        #: the block last yielded as bytes, where its text is them decoded as they are (``plain``),
+        #: else None: the prefilter scans them with RE2 (:mod:`ncclsleuth.parse.bytescan`); the
+        #: reader holds them while the block is parsed anyway
+        self.raw: bytes | None = None
 
     @property
     def byte_at(self) -> int:
@@ -86,6 +90,7 @@ class BlockReader:
         """Odd encodings and line ends: the line reader repairs, we re-block its lines."""
         self._fallback = LineReader(self.inp, self.max_line)
         self.block_lines = -1
+        self.raw = None
         buf: list[str] = []
         first = 1
         last = 0
@@ -178,6 +183,7 @@ class BlockReader:
                     text = self._decode(data[: self.max_line], counter := [0])
                     self.plain = False
                     self.block_lines = 1  # a line with no line end in it
+                    self.raw = None
                     yield lineno, text
                     bad += counter[0]
                     pending, skipping = b"", True
@@ -206,6 +212,7 @@ class BlockReader:
                 text = "\n".join(x[: self.max_line] for x in parts)
                 self.plain = False
             self.block_lines = n  # cutting lines keeps their line ends
+            self.raw = chunk if self.plain else None
             yield lineno, text
             lineno += n
             self.lines = lineno - 1  # kept current: a damaged archive stops mid-file
@@ -216,6 +223,7 @@ class BlockReader:
             self.plain = self.plain and len(pending) <= self.max_line
             self.block_lines = 1  # after the last line end: one line
             self.block_bytes = len(pending)
+            self.raw = pending if self.plain else None
             yield lineno, text
             bad += counter[0]
             lineno += 1

@@ -68,7 +68,7 @@ def parse_one(inp: InputFile, cache: bool = True, shapes: ShapeCache | None = No
 
         ras = RasReportParser(src)
     for first, block in reader:
-        parse(first, block, reader.byte_at, reader.block_lines)
+        parse(first, block, reader.byte_at, reader.block_lines, reader.raw)
         if ras is not None:
             for rev in ras.feed(first, block):
                 model.add(rev)
@@ -126,7 +126,7 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
         reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first)
         for first, block in reader:
             ends.append((first, len(block), fp.ranks_seen(), reader.at))
-            fp.parse_block(first, block, reader.byte_at, reader.block_lines)
+            fp.parse_block(first, block, reader.byte_at, reader.block_lines, reader.raw)
         notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
         b, n, c = reader.repairs
         bad, nul, cut, lines = bad + b, nul + n, cut + c, reader.lines

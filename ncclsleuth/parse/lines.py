@@ -325,7 +325,8 @@ class FileParser:
             if ev.kind in self._placed:  # a line a process keeps as evidence: it may keep the place
                 self.sink.placed(ev)  # type: ignore[union-attr]  # only set with a sink
 
-    def parse_block(self, first: int, text: str, at: int = -1, lines: int = -1) -> list[E.Event]:
+    def parse_block(self, first: int, text: str, at: int = -1, lines: int = -1,
+                    raw: bytes | None = None) -> list[E.Event]:
         """Events of a block of whole lines (``\n``-separated) starting at line ``first``.
 
         ``at``: where the block starts in its file, when it is the file's bytes there decoded
@@ -333,6 +334,8 @@ class FileParser:
         gets of its lines keep their place in the file, not their text (:meth:`_detach`).
         ``lines``: its lines where the reader counted them (``BlockReader.block_lines``), else
         counted here (a count of a block's newlines is ~5% of parsing training output).
+        ``raw``: the bytes ``text`` is, decoded (``BlockReader.raw``), for the prefilter's
+        scans by RE2 (:mod:`.bytescan`).
 
         In analyze mode the prefilter runs over the whole block, so lines that cannot
         mean anything are skipped by the regex engine without a Python-level loop.
@@ -348,7 +351,7 @@ class FileParser:
                 self._seen.append((first + i, line))
             return out
         pos, n, size = 0, first, len(text)
-        (search, short), find = block_search(text), text.find
+        (search, short), find = block_search(text, raw), text.find
         if first == 1 and _ROW.match(text):  # an excerpt of nccl-tests output that starts at a result row
             self._tests = True
         self._btext = text

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ncclsleuth import api
-from ncclsleuth.ingest.blocks import BlockReader
+from ncclsleuth.ingest.blocks import BLOCK, BlockReader
 from ncclsleuth.ingest.sources import InputFile
 from ncclsleuth.parse import anchors as A
 from ncclsleuth.parse import bytescan
@@ -101,7 +101,9 @@ def _noise_log(path: Path) -> None:
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-def test_the_same_report_with_and_without_re2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("jobs", [1, 2], ids=["whole", "split"])
+def test_the_same_report_with_and_without_re2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    """Also on a file cut into pieces (``--jobs 2``): each piece's blocks come with their bytes."""
     log = tmp_path / "rank3.log"
     _noise_log(log)
     assert log.stat().st_size > 4 * bytescan.MIN_BLOCK
@@ -109,8 +111,10 @@ def test_the_same_report_with_and_without_re2(tmp_path: Path, monkeypatch: pytes
     reports = []
     for on in (True, False):
         monkeypatch.setattr(bytescan, "ENABLED", on)
-        reports.append(render("json", api.analyze([str(log)], api.Options(jobs=1, cache=False))))
-    assert A.PREFILTER_BYTES._engine is not None  # RE2 scanned the first run's blocks
+        options = api.Options(jobs=jobs, cache=False, piece_bytes=BLOCK if jobs > 1 else None)
+        reports.append(render("json", api.analyze([str(log)], options)))
+    if jobs == 1:  # split: the worker parsed every piece here (a forked copy of this switch)
+        assert A.PREFILTER_BYTES._engine is not None  # RE2 scanned the first run's blocks
     assert reports[0] == reports[1]
     assert "Watchdog caught collective operation timeout" in reports[0]  # RE2 found the keyword's line
 

@@ -229,15 +229,21 @@ def machine() -> dict:
         lark_ver = version("lark")
     except Exception:  # noqa: BLE001
         ver = lark_ver = "?"
+    try:  # the prefilter's RE2 scans (ncclsleuth/parse/bytescan.py) run where it is installed
+        from importlib.metadata import version
+        re2_ver = "google-re2 " + version("google-re2")
+    except Exception:  # noqa: BLE001
+        re2_ver = "no google-re2"
     return {"nproc": os.cpu_count(), "usable_cpus": usable, "cpu_model": model, "memory": mem,
             "python": platform.python_version(), "implementation": platform.python_implementation(),
-            "os": f"{platform.system()} {platform.release()}", "ncclsleuth": ver, "lark": lark_ver, "git": rev}
+            "os": f"{platform.system()} {platform.release()}", "ncclsleuth": ver, "lark": lark_ver, "git": rev,
+            "re2": re2_ver}
 
 
 def machine_md(m: dict) -> str:
     return (f"Machine: {m['nproc']} CPUs ({m['usable_cpus']} usable), {m['cpu_model']}, {m['memory']} RAM, "
             f"{m['os']}; {m['implementation']} {m['python']}; ncclsleuth {m['ncclsleuth']} (git {m['git']}), "
-            f"lark {m['lark']}." + (f" {m['bytecode']}" if m.get("bytecode") else ""))
+            f"lark {m['lark']}, {m.get('re2', 'google-re2 ?')}." + (f" {m['bytecode']}" if m.get("bytecode") else ""))
 
 
 def ensure_bytecode() -> str:

@@ -160,3 +160,26 @@ def test_an_engine_that_finds_otherwise_is_refused(monkeypatch: pytest.MonkeyPat
     import re
 
     assert bytescan._load(re.compile(r"(a)\1"), ("aa",)) is None
+
+
+def test_status_says_which_engine_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    scan = bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples)
+    assert scan.status().startswith("RE2 (google-re2 ")
+    monkeypatch.setattr(bytescan, "ENABLED", False)
+    assert scan.status() == "re (NCCLSLEUTH_NO_RE2 is set)"
+    monkeypatch.setattr(bytescan, "ENABLED", True)
+    monkeypatch.setitem(sys.modules, "re2", None)  # installed, but its module does not load
+    assert bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples).status().endswith(
+        "did not load or failed its check)")
+
+
+def test_version_says_the_engine() -> None:
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "ncclsleuth", "--version"], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("ncclsleuth, version ")
+    assert lines[1].startswith("prefilter of big logs: RE2 (google-re2 ")
+    env = dict(__import__("os").environ, NCCLSLEUTH_NO_RE2="1")
+    out = subprocess.run([sys.executable, "-m", "ncclsleuth", "-V"], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.splitlines()[1] == "prefilter of big logs: re (NCCLSLEUTH_NO_RE2 is set)"

@@ -125,6 +125,18 @@ class _LazyGroup(click.Group):
 _COLLECTOR_PAUSED = [False]
 
 
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--version``: the version, and whether the prefilter's long scans run on RE2 (the fast
+    extra) or on Python's ``re``: a benchmark or a slow run on a big log is read with it."""
+    if not value or ctx.resilient_parsing:
+        return
+    from ..parse.anchors import PREFILTER_BYTES
+
+    click.echo(f"ncclsleuth, version {__version__}")
+    click.echo(f"prefilter of big logs: {PREFILTER_BYTES.status()}")
+    ctx.exit()
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
 Examples:
   ncclsleuth analyze logs/                  # why the job that wrote logs/ failed
@@ -136,7 +148,8 @@ Exit codes: 0 nothing at or above --fail-on, 1 findings, 2 usage or input error,
 3 not a log (no NCCL, PyTorch distributed or nccl-tests line). Shell completion:
 eval "$(ncclsleuth completion bash)" (zsh, fish: see 'ncclsleuth completion --help').
 """)
-@click.version_option(__version__, "-V", "--version", prog_name="ncclsleuth")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and which engine scans big logs, and exit.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 def main(debug: bool) -> None:
     """Say why a multi-node NCCL / PyTorch distributed job failed or is slow."""

@@ -94,6 +94,20 @@ class ByteSearch:
         self._engine: _Engine | None = None
         self._loaded = False
 
+    def status(self) -> str:
+        """Which engine scans long blocks here, and why (``ncclsleuth --version`` says it)."""
+        if not ENABLED:
+            return "re (NCCLSLEUTH_NO_RE2 is set)"
+        try:
+            from importlib.metadata import version
+
+            ver = "google-re2 " + version("google-re2")
+        except Exception:  # not installed (or no metadata)
+            return "re (google-re2 is not installed: pip install 'ncclsleuth[fast]')"
+        if not self._loaded:
+            self._engine, self._loaded = _load(self.pattern, self.samples), True
+        return f"RE2 ({ver})" if self._engine is not None else f"re ({ver} did not load or failed its check)"
+
     def for_block(self, text: str, raw: bytes) -> Search | None:
         """The leftmost-match search for the block ``text``, run by RE2 on ``raw`` (``text``
         encoded as UTF-8); None where ``re`` must scan (no RE2, off, a short block)."""

@@ -152,10 +152,11 @@ def block_search(text: str, raw: bytes | None = None) -> tuple[BlockSearch, Bloc
 
     ``raw``: the bytes ``text`` was decoded from, where it is them as they are: a long
     block is then scanned by RE2 where it is installed (:mod:`.bytescan`, ~3x faster on
-    training output), its short ranges too.  RE2's DFA costs the same whatever the keywords'
-    first characters, so it needs no literal check of the block (two ``str.find`` over it,
-    ~33 us of 64 KiB, 6.5% of a noise log's analysis with RE2), and its call on a short range
-    costs what ``PREFILTER_RARE``'s does (0.81 against 0.84 us on two lines of training output).
+    training output), and so are the short ranges of an ASCII block.  RE2's DFA costs the same
+    whatever the keywords' first characters, so it needs no literal check of the block (two
+    ``str.find`` over it, ~33 us of 64 KiB, 6.5% of a noise log's analysis with RE2); its call
+    on a short range of an ASCII block costs what ``PREFILTER_RARE``'s does (0.81 against 0.84
+    us on two lines of training output).
 
     Most blocks hold none of the common-first keywords ("terminate called", ": error: "):
     both are PREFILTER_RARE's own method.  A block holding one (every per-rank file of a job
@@ -170,7 +171,10 @@ def block_search(text: str, raw: bytes | None = None) -> tuple[BlockSearch, Bloc
     looks again).
     """
     if raw is not None and (fast := PREFILTER_BYTES.for_block(text, raw)) is not None:
-        return fast, fast
+        # a short range of a block with multi-byte characters costs RE2's search its positions'
+        # conversion (1.29 us a call, against PREFILTER's 0.82 and PREFILTER_RARE's 0.51): those
+        # keep re, with every keyword (no literal check of the block for PREFILTER_RARE)
+        return fast, fast if len(raw) == len(text) else PREFILTER.search
     rare = PREFILTER_RARE.search
     lits = COMMON_FIRST_KEYWORDS
     if not any(lit in text for lit in lits):

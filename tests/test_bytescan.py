@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ncclsleuth import api
 from ncclsleuth.ingest.blocks import BLOCK, BlockReader
@@ -183,3 +185,23 @@ def test_version_says_the_engine() -> None:
     env = dict(__import__("os").environ, NCCLSLEUTH_NO_RE2="1")
     out = subprocess.run([sys.executable, "-m", "ncclsleuth", "-V"], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.splitlines()[1] == "prefilter of big logs: re (NCCLSLEUTH_NO_RE2 is set)"
+
+
+_PIECES = [k[:n] for k in A.KEYWORDS[::7] for n in (1, 3, len(k))] + [
+    "\n", " ", "\u2588", "\u00e9", "\u25cf ", "E1", "E1129 ", "[rank", "[rank7]:[E", "\u0661", "x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(_PIECES), max_size=120), cuts=st.lists(st.integers(0, 2000), max_size=8))
+def test_re2_and_re_agree_on_keyword_fragments(parts: list[str], cuts: list[int]) -> None:
+    """Text made of keyword fragments, multi-byte characters and line ends: the first keyword from
+    any position to any end is where ``re`` finds it, for the long-range and short-range searches."""
+    text = "".join(parts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bytescan, "MIN_BLOCK", 0)
+        search, short = A.block_search(text, text.encode())
+    for pos in sorted(c % (len(text) + 1) for c in cuts) or [0]:
+        for end in (len(text), pos + 5, pos + 31):
+            want = _start(A.PREFILTER.search(text, pos, end))
+            assert _start(search(text, pos, end)) == want, (pos, end)
+            assert _start(short(text, pos, end)) == want, (pos, end)

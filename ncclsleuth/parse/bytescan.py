@@ -57,6 +57,12 @@ class _Engine(NamedTuple):
 
 def _load(pattern: re.Pattern[str], samples: tuple[str, ...]) -> _Engine | None:
     """RE2 compiled for ``pattern``, checked by :func:`_probe`; None where it cannot be."""
+    eng = _compile(pattern)
+    return eng if eng is not None and _probe(pattern, samples, eng) else None
+
+
+def _compile(pattern: re.Pattern[str]) -> _Engine | None:
+    """RE2 compiled for ``pattern`` (unchecked); None where RE2 is missing or refuses it."""
     try:
         from re2 import _re2  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
@@ -69,10 +75,9 @@ def _load(pattern: re.Pattern[str], samples: tuple[str, ...]) -> _Engine | None:
         regex = _re2.RE2(pattern.pattern.encode("utf-8"), options)
         if not regex.ok():
             return None
-        eng = _Engine(regex.Match, _re2.RE2.Anchor.UNANCHORED)
+        return _Engine(regex.Match, _re2.RE2.Anchor.UNANCHORED)
     except Exception:  # not installed, another layout of its internals, a pattern it refuses
         return None
-    return eng if _probe(pattern, samples, eng) else None
 
 
 def _probe(pattern: re.Pattern[str], samples: tuple[str, ...], eng: _Engine) -> bool:

@@ -192,6 +192,50 @@ def test_piece_first_line_numbers_count_the_newlines_before(tmp_path, monkeypatc
         assert b.first == data[:b.start].count(b"\n") + 1
 
 
+def _numbered(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(blocks, "BLOCK", 1024)
+    p = tmp_path / "n.log"
+    p.write_bytes(b"".join(b"line %d " % i + b"x" * (i * 37 % 300) + b"\n" for i in range(3000)))
+    data = p.read_bytes()
+    sp, firsts = split.cut(str(p), len(data), 40)
+    return p, data, sp, firsts
+
+
+def test_piece_first_lines_found_in_any_order_are_the_counted_ones(tmp_path, monkeypatch):
+    """``split.cut`` counts nothing: each piece's first line is counted when it is asked for,
+    from the nearest piece start known, in whatever order the processes ask."""
+    p, data, sp, firsts = _numbered(tmp_path, monkeypatch)
+    assert [s.first for s in sp] == [1] + [0] * (len(sp) - 1)
+    want = [data[:s.start].count(b"\n") + 1 for s in sp]
+    for k in (len(sp) - 1, 3, 7, 2, 0, len(sp) // 2):
+        assert firsts.first(k) == want[k]
+    assert [firsts.first(k) for k in range(len(sp))] == want
+
+
+def test_a_piece_read_to_its_end_tells_where_the_next_starts(tmp_path, monkeypatch):
+    p, data, sp, firsts = _numbered(tmp_path, monkeypatch)
+    reader = RangeReader(InputFile(str(p)), sp[0].start, sp[0].end, firsts.first(0))
+    list(reader)
+    firsts.learn(1, reader.lines + 1)
+    monkeypatch.setattr(blocks, "_newlines", lambda *a: pytest.fail("counted although it was told"))
+    assert firsts.first(1) == data[:sp[1].start].count(b"\n") + 1
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
+def test_first_lines_found_by_a_forked_worker_are_known_here(tmp_path, monkeypatch):
+    """The table is shared memory: what a worker found, the lead does not count again."""
+    import os
+
+    p, data, sp, firsts = _numbered(tmp_path, monkeypatch)
+    k = len(sp) - 1
+    pid = os.fork()
+    if pid == 0:  # the worker: count up to the last piece, then leave at once
+        os._exit(0 if firsts.first(k) == data[:sp[k].start].count(b"\n") + 1 else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    monkeypatch.setattr(blocks, "_newlines", lambda *a: pytest.fail("counted again in the lead"))
+    assert [firsts.first(i) for i in range(len(sp))] == [data[:s.start].count(b"\n") + 1 for s in sp]
+
+
 def test_pieces_read_the_blocks_the_whole_file_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(blocks, "BLOCK", 512)
     p = tmp_path / "b.log"

@@ -18,7 +18,17 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..util.rxstore import rx
-from .decode import MAX_LINE_BYTES, Caps, LineReader, cap_note, decompress, guarded, looks_binary, repair_notes
+from .decode import (
+    MAX_LINE_BYTES,
+    Caps,
+    LineReader,
+    cap_note,
+    decompress,
+    guarded,
+    looks_binary,
+    open_regular,
+    repair_notes,
+)
 from .sources import InputFile, Notice
 
 #: Bytes read per block.  64 KB keeps every per-block buffer (the read, the decoded text)
@@ -281,6 +291,64 @@ class Span:
     start: int
     end: int
     first: int
+
+
+class Firsts:
+    """The first line number of each piece of a file, found as the pieces are parsed: shared by
+    the processes that parse them (an anonymous shared mapping made before they fork).
+
+    Why: counting the newlines before every piece start was one serial pass over the file
+    before any parsing began, ~0.1 s of a 2M-line (157 MB) file whose ``--jobs 2`` analysis
+    takes ~0.47 s.  Now piece 0 starts at line 1 at once; a process that finishes reading piece
+    ``k`` says where ``k + 1`` starts (:meth:`learn`: the reader's last line number + 1, free);
+    a process that starts a piece before that is known counts the newlines from the nearest
+    piece start known (:meth:`first`: usually the one piece the other process is parsing).  Any
+    process that finds a number finds the same one, so the table needs no lock: a number not
+    yet seen (0) is counted again.
+    """
+
+    def __init__(self, path: str, starts: list[int]) -> None:
+        import mmap
+
+        self.path, self.starts = path, starts
+        self._shared = mmap.mmap(-1, 8 * len(starts))  # MAP_SHARED: forked children write here too
+        self._known = memoryview(self._shared).cast("q")
+        self._known[0] = 1
+
+    def first(self, k: int) -> int:
+        """Piece ``k``'s first line number."""
+        known = self._known
+        if known[k]:
+            return int(known[k])
+        j = k - 1
+        while not known[j]:
+            j -= 1
+        line = int(known[j])
+        with open_regular(self.path) as f:
+            for i in range(j, k):
+                line += _newlines(f, self.starts[i], self.starts[i + 1])
+                known[i + 1] = line
+        return line
+
+    def learn(self, k: int, first: int) -> None:
+        """Piece ``k`` starts at line ``first`` (its predecessor was read to its end)."""
+        if 0 < k < len(self.starts) and not self._known[k]:
+            self._known[k] = first
+
+
+def _newlines(f: BinaryIO, start: int, end: int) -> int:
+    """The newlines in bytes ``start`` to ``end`` of ``f``, read a block at a time: a process
+    counting a piece while it holds a model adds no big read to its peak (reads of 4 MB made the
+    ``--jobs 2`` peak of a 157 MB file 6 MB higher; a 64 KiB buffer is reused from the heap)."""
+    f.seek(start)
+    n, pos = 0, start
+    while pos < end:
+        chunk = f.read(min(BLOCK, end - pos))
+        if not chunk:
+            break
+        n += chunk.count(b"\n")
+        pos += len(chunk)
+    return n
 
 
 class RangeReader(BlockReader):

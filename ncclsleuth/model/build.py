@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ingest import dumps
-from ..ingest.blocks import BlockReader, RangeReader, Span
+from ..ingest.blocks import BlockReader, Firsts, RangeReader, Span
 from ..ingest.sources import InputFile, Notice
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser
@@ -105,7 +105,7 @@ def _dump_one(inp: InputFile, loaded: dumps.Loaded) -> tuple[JobModel, list[Noti
 
 
 def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, drop: frozenset[str],
-                resume: Carry | None = None) -> Piece:
+                resume: Carry | None = None, firsts: Firsts | None = None) -> Piece:
     """Piece ``k`` of ``inp`` parsed by one parser with a :class:`Recorder`, from a fresh
     state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
     first piece end where nothing is open."""
@@ -123,10 +123,12 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     until = k
     for i in range(k, len(spans) if resume is not None else k + 1):
         until = i
-        reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first)
+        reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first if firsts is None else firsts.first(i))
         for first, block in reader:
             ends.append((first, len(block), fp.ranks_seen(), reader.at))
             fp.parse_block(first, block, reader.byte_at, reader.block_lines, reader.raw)
+        if firsts is not None and reader.pos >= spans[i].end:  # read to its end: the next piece
+            firsts.learn(i + 1, reader.lines + 1)  # starts on the line after its last
         notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
         b, n, c = reader.repairs
         bad, nul, cut, lines = bad + b, nul + n, cut + c, reader.lines

@@ -4,10 +4,11 @@ The common input of a big job is one file holding every rank (a Slurm ``slurm-N.
 ``kubectl logs`` dump).  A plain file (not compressed, not a Flight Recorder dump or an
 ``ncclras`` report, not an odd encoding) of at least ``piece_bytes`` bytes is cut into
 pieces at block starts (:func:`~ncclsleuth.ingest.blocks.block_start`: the pieces read the
-blocks the whole file's reader reads), whose first line numbers are counted here in one
-pass; the pieces go to the workers like runs of files, and the lead process assembles the
-file's model from them in order (:mod:`ncclsleuth.parse.pieces`), so the report is the one
-of the file parsed whole.  Other files go in runs as in :mod:`.local`.
+blocks the whole file's reader reads), whose first line numbers are found as the pieces are
+parsed (:class:`~ncclsleuth.ingest.blocks.Firsts`); the pieces go to the workers like runs
+of files, and the lead process assembles the file's model from them in order
+(:mod:`ncclsleuth.parse.pieces`), so the report is the one of the file parsed whole.  Other
+files go in runs as in :mod:`.local`.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..ingest import dumps
-from ..ingest.blocks import RangeReader, Span, block_start
+from ..ingest.blocks import Firsts, RangeReader, Span, block_start
 from ..ingest.decode import COMPRESSED_MAGIC, MAX_LINE_BYTES, looks_binary, open_regular, repair_notes
 from ..ingest.sources import InputFile, Notice
 from ..model.build import parse_piece, worker_cache
@@ -53,7 +54,16 @@ def _splittable(inp: InputFile, size: int, piece_bytes: int) -> bool:
 
 
 def spans(path: str, size: int, n: int) -> list[Span]:
-    """``n`` pieces (fewer where block starts coincide) of a file, with their first line numbers."""
+    """``n`` pieces (fewer where block starts coincide) of a file, with their first line numbers
+    counted here (what :func:`cut`'s table finds as the pieces are parsed)."""
+    cuts, firsts = cut(path, size, n)
+    return [Span(s.start, s.end, firsts.first(k)) for k, s in enumerate(cuts)]
+
+
+def cut(path: str, size: int, n: int) -> tuple[list[Span], Firsts]:
+    """``n`` pieces (fewer where block starts coincide) of a file, and the table of their first
+    line numbers, found as they are parsed (:class:`~ncclsleuth.ingest.blocks.Firsts`; each
+    span's own ``first`` is 0 but the first's)."""
     from ..ingest import blocks
 
     block = blocks.BLOCK
@@ -63,18 +73,8 @@ def spans(path: str, size: int, n: int) -> list[Span]:
             s = block_start(f, size * i // n, block)
             if s is not None and s > starts[-1]:
                 starts.append(s)
-        f.seek(0)
-        firsts, line, pos = [1], 1, 0
-        for s in starts[1:]:
-            while pos < s:
-                chunk = f.read(min(1 << 22, s - pos))
-                if not chunk:
-                    break
-                line += chunk.count(b"\n")
-                pos += len(chunk)
-            firsts.append(line)
     ends = [*starts[1:], size]
-    return [Span(a, b, first) for a, b, first in zip(starts, ends, firsts)]
+    return [Span(a, b, int(a == 0)) for a, b in zip(starts, ends)], Firsts(path, starts)
 
 
 def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> list[tuple[Any, ...]] | None:
@@ -100,8 +100,8 @@ def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> l
         items.extend(("run", r) for r in (_runs(small, jobs) if small else []))
         small = []
         n = max(2, min(sizes[i] // piece_bytes, jobs * PIECES_PER_JOB))
-        sp = spans(f.path, sizes[i], n)
-        items.extend(("piece", f, sp, k) for k in range(len(sp)))
+        sp, firsts = cut(f.path, sizes[i], n)
+        items.extend(("piece", f, sp, k, firsts) for k in range(len(sp)))
     items.extend(("run", r) for r in (_runs(small, jobs) if small else []))
     return items
 
@@ -109,16 +109,17 @@ def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> l
 def _work(item: tuple[Any, ...], cache: bool, drop: frozenset[str]) -> Any:
     if item[0] == "run":
         return _parse_task((item[1], cache, drop))
-    _, f, sp, k = item
-    return parse_piece(f, sp, k, worker_cache(cache), drop)
+    _, f, sp, k, firsts = item
+    return parse_piece(f, sp, k, worker_cache(cache), drop, firsts=firsts)
 
 
 class Assembler:
     """The model of one file from its pieces, fed in order (a piece already covered by a
     parse here after a fallback is skipped)."""
 
-    def __init__(self, inp: InputFile, spans: list[Span], shapes: ShapeCache, drop: frozenset[str]) -> None:
-        self.inp, self.spans, self.shapes, self.drop = inp, spans, shapes, drop
+    def __init__(self, inp: InputFile, spans: list[Span], shapes: ShapeCache, drop: frozenset[str],
+                 firsts: Firsts | None = None) -> None:
+        self.inp, self.spans, self.shapes, self.drop, self.firsts = inp, spans, shapes, drop, firsts
         self.source = inp.display
         self.model = JobModel(drop)
         self.model.add_source(self.source)
@@ -149,7 +150,7 @@ class Assembler:
         """Pieces from ``k`` parsed here, continuing from the file's state at ``k``, up to the
         first piece end where nothing is open."""
         self.reparsed += 1
-        return parse_piece(self.inp, self.spans, k, self.shapes, self.drop, self.state)
+        return parse_piece(self.inp, self.spans, k, self.shapes, self.drop, self.state, self.firsts)
 
     def _take(self, p: Piece, after: Carry) -> None:
         replay(self.model, self.source, p.ops, whole if p.resumed else self.steps)
@@ -236,9 +237,9 @@ def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
                 yield from in_order(got, item[1], cache, drop, fits)
                 del got
                 continue
-            _, f, sp, k = item
+            _, f, sp, k, firsts = item
             if k == 0:
-                into = Assembler(f, sp, worker_cache(cache), drop)
+                into = Assembler(f, sp, worker_cache(cache), drop, firsts)
             assert into is not None
             into.feed(got)
             del got  # replayed: its events are the model's now, or garbage

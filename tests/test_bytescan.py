@@ -41,8 +41,9 @@ LINES = [
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every block long enough for RE2, and RE2 loaded again for this test."""
+    """Every block long enough for RE2, RE2 loaded at the first, and loaded again for this test."""
     monkeypatch.setattr(bytescan, "MIN_BLOCK", 0)
+    monkeypatch.setattr(bytescan, "WARMUP_BLOCKS", 0)
     monkeypatch.setattr(A, "PREFILTER_BYTES", bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples))
 
 
@@ -110,6 +111,7 @@ def test_the_same_report_with_and_without_re2(tmp_path: Path, monkeypatch: pytes
     _noise_log(log)
     assert log.stat().st_size > 4 * bytescan.MIN_BLOCK
     monkeypatch.setattr(A, "PREFILTER_BYTES", bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples))
+    monkeypatch.setattr(bytescan, "WARMUP_BLOCKS", 2)  # RE2 from the log's third long block
     reports = []
     for on in (True, False):
         monkeypatch.setattr(bytescan, "ENABLED", on)
@@ -124,20 +126,24 @@ def test_the_same_report_with_and_without_re2(tmp_path: Path, monkeypatch: pytes
 def test_without_re2_re_scans(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "re2", None)  # import re2 fails as where it is not installed
     monkeypatch.setattr(bytescan, "MIN_BLOCK", 0)
+    monkeypatch.setattr(bytescan, "WARMUP_BLOCKS", 0)
     scan = bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples)
     text = "\n".join(x for x in LINES if "error" not in x and "terminate" not in x)
-    assert scan.for_block(text, text.encode()) is None
+    assert scan.for_block(text, text.encode()) is None and scan._loaded  # tried, not there
     monkeypatch.setattr(A, "PREFILTER_BYTES", scan)
     assert A.block_search(text, text.encode()) == (A.PREFILTER_RARE.search, A.PREFILTER_RARE.search)
 
 
-def test_a_short_block_and_the_switch_keep_re(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_short_block_the_first_long_ones_and_the_switch_keep_re(monkeypatch: pytest.MonkeyPatch) -> None:
     scan = bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples)
     text = "\n".join(LINES)
     assert scan.for_block(text, text.encode()) is None  # under MIN_BLOCK: a paste
     assert not scan._loaded  # and RE2 not even loaded for it
     monkeypatch.setattr(bytescan, "MIN_BLOCK", 0)
-    assert scan.for_block(text, text.encode()) is not None
+    monkeypatch.setattr(bytescan, "WARMUP_BLOCKS", 3)
+    assert [scan.for_block(text, text.encode()) for _ in range(3)] == [None] * 3  # a small log: re
+    assert not scan._loaded
+    assert scan.for_block(text, text.encode()) is not None  # the 4th long block: RE2
     monkeypatch.setattr(bytescan, "ENABLED", False)
     assert scan.for_block(text, text.encode()) is None
 
@@ -204,6 +210,7 @@ def test_re2_and_re_agree_on_keyword_fragments(parts: list[str], cuts: list[int]
     search = bytescan._searcher(_ENGINE, text, text.encode())
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bytescan, "MIN_BLOCK", 0)
+        mp.setattr(bytescan, "WARMUP_BLOCKS", 0)
         short = A.block_search(text, text.encode())[1]
     for pos in sorted(c % (len(text) + 1) for c in cuts) or [0]:
         for end in (len(text), pos + 5, pos + 31):

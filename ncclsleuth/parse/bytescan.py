@@ -17,11 +17,12 @@ callers and bytes for RE2: in an ASCII block they are the same; in any other (a 
 bar's block characters), they are converted by encoding or decoding the text between a cursor
 that moves with the scan and the next place, so each byte is converted about once a block.
 
-Optional: ``pip install 'ncclsleuth[fast]'`` (wheels for CPython 3.10-3.14 on Linux with
-glibc 2.28+, macOS 13+ and Windows).  Without it, or where its module does not load or
-does not find what ``re`` finds on a probe text (:func:`_probe`), the scan is ``re``'s
-as before: the engine changes how fast the prefilter runs, never what it finds
-(``tests/test_bytescan.py``).  ``NCCLSLEUTH_NO_RE2=1`` turns it off.
+Loaded once a process has read 3 MiB in long blocks (:data:`WARMUP_BLOCKS`): smaller logs
+would pay its load and memory for nothing.  Optional: ``pip install 'ncclsleuth[fast]'``
+(wheels for CPython 3.10-3.14 on Linux with glibc 2.28+, macOS 13+ and Windows).  Without
+it, or where its module does not load or does not find what ``re`` finds on a probe text
+(:func:`_probe`), the scan is ``re``'s as before: the engine changes how fast the prefilter
+runs, never what it finds (``tests/test_bytescan.py``).  ``NCCLSLEUTH_NO_RE2=1`` turns it off.
 """
 from __future__ import annotations
 
@@ -33,9 +34,14 @@ from typing import Any, NamedTuple
 
 #: the engine on (tests switch it off to compare; ``NCCLSLEUTH_NO_RE2=1`` too)
 ENABLED = os.environ.get("NCCLSLEUTH_NO_RE2", "") in ("", "0")
-#: blocks shorter than this (bytes) keep ``re``: a 200-line paste is one short block, and
-#: loading RE2 (~3 ms, ~2.6 MB) costs more than it saves there
+#: blocks shorter than this (bytes) keep ``re``: a 200-line paste is one short block
 MIN_BLOCK = 32 << 10
+#: long blocks a process scans with ``re`` before it loads RE2 (3 MiB of 64 KiB blocks): loading
+#: costs ~7.5 ms (import 2, compile 2.4, the probe 3) and 4 MB of RSS, and RE2 saves ~115 us a
+#: block of training output, so a log of a few MB gains nothing from it: a 1.26 MB rank log took
+#: 0.09 s either way and 28.4 against 24.1 MB.  Per process, not per file: a folder of small
+#: per-rank files loads it once its first 3 MiB are read.
+WARMUP_BLOCKS = 48
 
 #: ``search(text, pos=0, endpos=len(text))``: where the leftmost match starts, as ``re`` says it
 Search = Callable[..., "At | None"]
@@ -97,13 +103,16 @@ def _probe(pattern: re.Pattern[str], samples: tuple[str, ...], eng: _Engine) -> 
 
 
 class ByteSearch:
-    """A pattern's long scans by RE2, loaded at the first block that asks (:data:`MIN_BLOCK`)."""
+    """A pattern's long scans by RE2, loaded once a process has scanned :data:`WARMUP_BLOCKS`
+    long blocks (:data:`MIN_BLOCK`) with ``re``."""
 
     def __init__(self, pattern: re.Pattern[str], samples: tuple[str, ...]) -> None:
         #: samples: texts the pattern finds (its keywords), for the check made when RE2 loads
         self.pattern, self.samples = pattern, samples
         self._engine: _Engine | None = None
         self._loaded = False
+        #: long blocks scanned with re so far (:data:`WARMUP_BLOCKS`)
+        self._waited = 0
 
     def status(self) -> str:
         """Which engine scans long blocks here, and why (``ncclsleuth --version`` says it)."""
@@ -125,6 +134,9 @@ class ByteSearch:
         if not ENABLED or len(raw) < MIN_BLOCK:
             return None
         if not self._loaded:
+            self._waited += 1
+            if self._waited <= WARMUP_BLOCKS:
+                return None
             self._engine, self._loaded = _load(self.pattern, self.samples), True
         return None if self._engine is None else _searcher(self._engine, text, raw)
 

@@ -217,3 +217,32 @@ def test_re2_and_re_agree_on_keyword_fragments(parts: list[str], cuts: list[int]
             want = _start(A.PREFILTER.search(text, pos, end))
             assert _start(search(text, pos, end)) == want, (pos, end)
             assert _start(short(text, pos, end)) == want, (pos, end)
+
+
+def test_preload_skips_the_warm_up_and_respects_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    scan = bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples)
+    monkeypatch.setattr(bytescan, "ENABLED", False)
+    scan.preload()
+    assert not scan._loaded
+    monkeypatch.setattr(bytescan, "ENABLED", True)
+    scan.preload()
+    assert scan._loaded and scan._engine is not None and scan._waited == 0
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["files", "one-file"])
+def test_the_parallel_engines_load_re2_before_they_fork(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         split: bool) -> None:
+    """Workers forked after the load inherit RE2 instead of each reading 3 MiB with re first."""
+    import ncclsleuth.parallel.local as L
+    import ncclsleuth.parallel.split as S
+
+    scan = bytescan.ByteSearch(A.PREFILTER, A.PREFILTER_BYTES.samples)
+    for mod in (L, S):
+        monkeypatch.setattr(mod, "PREFILTER_BYTES", scan)
+    monkeypatch.setattr(L, "PARALLEL_MIN_BYTES", 0)
+    logs = [tmp_path / "rank0.log", tmp_path / "rank1.log"]
+    for log in logs:
+        _noise_log(log)
+    paths = [str(logs[0])] if split else [str(p) for p in logs]
+    api.build(paths, api.Options(jobs=2, cache=False, piece_bytes=BLOCK if split else None))
+    assert scan._loaded and scan._waited == 0  # loaded here, before any block was scanned

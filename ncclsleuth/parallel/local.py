@@ -16,6 +16,7 @@ from ..ingest.sources import InputFile, Notice
 from ..model.build import parse_one, worker_cache
 from ..model.job import JobModel
 from ..model.merge import merge
+from ..parse.anchors import PREFILTER_BYTES
 from .forked import available, run_in_order
 
 #: below this many input bytes one process is faster than starting workers
@@ -74,6 +75,7 @@ def parallel_results(files: list[InputFile], jobs: int, cache: bool,
     for :func:`~ncclsleuth.model.build.parse_one`; ``fits(run model)``: whether the caller's
     model takes the run whole (asked when the run is next, after the runs before it are
     merged), else the run's files are parsed here and come one by one."""
+    PREFILTER_BYTES.preload()  # the workers inherit RE2 (each reads PARALLEL_MIN_BYTES / jobs or more)
     runs = _runs(files, jobs)
     workers = min(jobs - 1, len(runs) - 1)  # this process takes a run too: no idle worker
     results = run_in_order(len(runs), lambda i: _parse_task((runs[i], cache, drop)), workers, meanwhile,

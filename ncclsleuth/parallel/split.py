@@ -23,6 +23,7 @@ from ..ingest.decode import COMPRESSED_MAGIC, MAX_LINE_BYTES, looks_binary, open
 from ..ingest.sources import InputFile, Notice
 from ..model.build import parse_piece, worker_cache
 from ..model.job import JobModel
+from ..parse.anchors import PREFILTER_BYTES
 from ..parse.grammar import ShapeCache
 from ..parse.lines import Carry, FileParser, tail_cap
 from ..parse.pieces import CUT_NOTICE, Piece, StepSampler, replay, taken, whole
@@ -223,6 +224,7 @@ def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
                   fits: Callable[[JobModel], bool] | None = None) -> Iterator[Result]:
     """Per-run and per-file results in input order, the big files' pieces assembled here
     (``fits``: as for :func:`.local.parallel_results`)."""
+    PREFILTER_BYTES.preload()  # the workers inherit RE2 (each reads PARALLEL_MIN_BYTES / jobs or more)
     workers = min(jobs - 1, len(items) - 1)
     results = run_in_order(len(items), lambda i: _work(items[i], cache, drop), workers, meanwhile,
                            worker_done=lambda: worker_cache(cache).save())

@@ -33,6 +33,8 @@ Modes:
                                               folders and one file, noise and NCCL lines/s separately
   python bench/run.py --density --before /path/to/other/ncclsleuth   ... and another build, same run
   python bench/run.py --density --before "main=env PYTHONPATH=/tmp/main python -m ncclsleuth"  (repeatable)
+  python bench/run.py --sizes 1000000,2000000 --before "re=env NCCLSLEUTH_NO_RE2=1 python -m ncclsleuth"
+                                              the sizes table with another build in the same rounds
 """
 from __future__ import annotations
 
@@ -332,11 +334,16 @@ def throughput(logs: str, a: argparse.Namespace, exe: list[str]) -> dict:
     res["analyze"] = has
     if has:
         cmds = []
-        for j in (a.jobs if jobs_ok else [None]):
-            cmd = exe + ["analyze", logs, "--format", "json"] + (["--jobs", str(j)] if j else [])
-            name = f"ncclsleuth analyze --jobs {j}" if j else "ncclsleuth analyze"
-            text = " ".join(["ncclsleuth analyze DIR --format json"] + ([f"--jobs {j}"] if j else [])) + " > /dev/null"
-            cmds.append((name, text, cmd))
+        # with --before, every build in the same rounds (each with the user's cache folder, as
+        # this checkout's runs here), named "NAME --jobs J"; without, this checkout alone
+        tools = build_tools(a.before, "after", exe, None) if a.before else [("ncclsleuth", exe)]
+        for tool, texe in tools:
+            for j in (a.jobs if jobs_ok else [None]):
+                cmd = texe + ["analyze", logs, "--format", "json"] + (["--jobs", str(j)] if j else [])
+                name = f"{tool} analyze --jobs {j}" if j else f"{tool} analyze"
+                text = " ".join([f"{' '.join(texe)} analyze DIR --format json"] + ([f"--jobs {j}"] if j else [])) \
+                    + " > /dev/null"
+                cmds.append((name, text, cmd))
         # round-robin: the --jobs variants alternate, so a slow spell of the machine
         # falls on all of them alike and their ratio is not skewed by drift
         runs: dict[str, list[dict]] = {name: [] for name, _, _ in cmds}
@@ -400,7 +407,11 @@ def mode_sizes(a: argparse.Namespace, exe: list[str]) -> dict:
         if not a.keep:
             shutil.rmtree(logs, ignore_errors=True)
     names = [r["name"] for r in out[0]["rows"]]
-    scaled = "ncclsleuth parse" if "ncclsleuth parse" in names else names[1]
+    # the scaling column: parse where it was run, else this checkout's first analyze (the last
+    # build of the rounds: ``--before`` builds come first)
+    analyzes = [n for n in names if " analyze" in n and not n.startswith(("before ", *(
+        b.partition("=")[0] + " " for b in a.before or ())))]
+    scaled = "ncclsleuth parse" if "ncclsleuth parse" in names else (analyzes or names[1:])[0]
     print(f"\nEach cell: wall s / lines per s / peak RSS MiB.  Last column: `{scaled}` wall ratio to the previous "
           "size (line-count ratio); equal numbers mean linear scaling.\n")
     print("| lines | MB | " + " | ".join(names) + " | scaling (size ratio) |")

@@ -27,8 +27,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from ..util.rxstore import rx
 from . import bytescan
@@ -125,22 +124,8 @@ PREFILTER_RARE = rx(first_char_trie(
 #: once whatever the keywords' first characters, so it needs none of the above
 PREFILTER_BYTES = bytescan.ByteSearch(PREFILTER, KEYWORDS + KEYWORD_RX_SAMPLES)
 
-
-class KeywordAt(NamedTuple):
-    """A keyword found by ``str.find``: its start, as a match object of the prefilter gives it."""
-
-    at: int
-
-    def start(self) -> int:
-        return self.at
-
-
-class _Start(Protocol):
-    def start(self) -> int: ...
-
-
 #: ``search(text, pos=0, endpos=len(text))``: the leftmost prefilter keyword in text[pos:endpos]
-BlockSearch = Callable[..., "_Start | None"]
+BlockSearch = bytescan.Search
 #: ranges shorter than this (characters) are scanned by PREFILTER itself: its slower scan of a short
 #: range costs less than a Python call of :func:`block_search`'s function and its literal finds
 SHORT_RANGE = 4096
@@ -151,12 +136,10 @@ def block_search(text: str, raw: bytes | None = None) -> tuple[BlockSearch, Bloc
     than :data:`SHORT_RANGE`: where PREFILTER's leftmost match in that range starts.
 
     ``raw``: the bytes ``text`` was decoded from, where it is them as they are: a long
-    block is then scanned by RE2 where it is installed (:mod:`.bytescan`, ~3x faster on
-    training output), and so are the short ranges of an ASCII block.  RE2's DFA costs the same
-    whatever the keywords' first characters, so it needs no literal check of the block (two
-    ``str.find`` over it, ~33 us of 64 KiB, 6.5% of a noise log's analysis with RE2); its call
-    on a short range of an ASCII block costs what ``PREFILTER_RARE``'s does (0.81 against 0.84
-    us on two lines of training output).
+    block is then scanned by RE2 where it is installed (:meth:`.bytescan.ByteSearch.for_block`,
+    ~3x faster on training output).  RE2's DFA costs the same whatever the keywords' first
+    characters, so it needs no literal check of the block (two ``str.find`` over it, ~33 us of
+    64 KiB, 6.5% of a noise log's analysis with RE2).
 
     Most blocks hold none of the common-first keywords ("terminate called", ": error: "):
     both are PREFILTER_RARE's own method.  A block holding one (every per-rank file of a job
@@ -166,15 +149,13 @@ def block_search(text: str, raw: bytes | None = None) -> tuple[BlockSearch, Bloc
     the regex scans (the lines between NCCL INFO lines), up to its next match: each character
     once a literal.  A Python function call costs more than PREFILTER's slower scan of a short
     range (an NCCL-dense block asks ~50 times, for a line or two each): those keep PREFILTER.
-    Only a match's ``start()`` is the same as PREFILTER's (the callers use no other part).  The
+    Only a match's ``start()`` is the same as PREFILTER's (the callers use no other part:
+    :class:`.bytescan.At` stands for a match found otherwise).  The
     function is meant for ``text``, with positions that do not move back (where they do, it
     looks again).
     """
     if raw is not None and (fast := PREFILTER_BYTES.for_block(text, raw)) is not None:
-        # a short range of a block with multi-byte characters costs RE2's search its positions'
-        # conversion (1.29 us a call, against PREFILTER's 0.82 and PREFILTER_RARE's 0.51): those
-        # keep re, with every keyword (no literal check of the block for PREFILTER_RARE)
-        return fast, fast if len(raw) == len(text) else PREFILTER.search
+        return fast
     rare = PREFILTER_RARE.search
     lits = COMMON_FIRST_KEYWORDS
     if not any(lit in text for lit in lits):
@@ -182,7 +163,7 @@ def block_search(text: str, raw: bytes | None = None) -> tuple[BlockSearch, Bloc
     # per literal: [since, upto, at]: at is where it first occurs wholly inside text[since:upto], -1: nowhere
     seen = [[0, 0, -1] for _ in lits]
 
-    def search(s: str, pos: int = 0, endpos: int = sys.maxsize) -> _Start | None:
+    def search(s: str, pos: int = 0, endpos: int = sys.maxsize) -> bytescan.Start | None:
         m = rare(s, pos, endpos)
         end = min(endpos, len(s))
         limit = m.start() if m is not None else end
@@ -202,7 +183,7 @@ def block_search(text: str, raw: bytes | None = None) -> tuple[BlockSearch, Bloc
                 st[:] = since, bound, at
             if 0 <= at < limit and at + size <= end:
                 limit = best = at
-        return m if best < 0 else KeywordAt(best)
+        return m if best < 0 else bytescan.At(best)
 
     return search, PREFILTER.search
 

@@ -209,7 +209,7 @@ def _pieces(log: str, piece_bytes: int | None) -> dict[str, Any]:
                            "unpickle": 0.0, "replay": 0.0, "bytes": 0}
     into = None
     for item in pieces:
-        _, f, sp, k, firsts = item
+        _, f, sp, firsts, k = item
         a = time.perf_counter()
         got = split._work(item, True, drop)
         b = time.perf_counter()
@@ -218,7 +218,7 @@ def _pieces(log: str, piece_bytes: int | None) -> dict[str, Any]:
         got = pickle.loads(data)
         d = time.perf_counter()
         if k == 0:
-            into = split.Assembler(f, sp, worker_cache(True), drop, firsts)
+            into = split.Assembler(f, sp, firsts, worker_cache(True), drop)
         assert into is not None
         into.feed(got)
         e = time.perf_counter()

@@ -407,11 +407,10 @@ def mode_sizes(a: argparse.Namespace, exe: list[str]) -> dict:
         if not a.keep:
             shutil.rmtree(logs, ignore_errors=True)
     names = [r["name"] for r in out[0]["rows"]]
-    # the scaling column: parse where it was run, else this checkout's first analyze (the last
-    # build of the rounds: ``--before`` builds come first)
-    analyzes = [n for n in names if " analyze" in n and not n.startswith(("before ", *(
-        b.partition("=")[0] + " " for b in a.before or ())))]
-    scaled = "ncclsleuth parse" if "ncclsleuth parse" in names else (analyzes or names[1:])[0]
+    # the scaling column: parse where it was run, else this checkout's first analyze (named as
+    # :func:`throughput` names it)
+    mine = "after analyze" if a.before else "ncclsleuth analyze"
+    scaled = "ncclsleuth parse" if "ncclsleuth parse" in names else next(n for n in names if n.startswith(mine))
     print(f"\nEach cell: wall s / lines per s / peak RSS MiB.  Last column: `{scaled}` wall ratio to the previous "
           "size (line-count ratio); equal numbers mean linear scaling.\n")
     print("| lines | MB | " + " | ".join(names) + " | scaling (size ratio) |")

@@ -104,11 +104,11 @@ def _dump_one(inp: InputFile, loaded: dumps.Loaded) -> tuple[JobModel, list[Noti
     return model, loaded.notices, True
 
 
-def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, drop: frozenset[str],
-                resume: Carry | None = None, firsts: Firsts | None = None) -> Piece:
-    """Piece ``k`` of ``inp`` parsed by one parser with a :class:`Recorder`, from a fresh
-    state; or, from ``resume`` (the true state at piece ``k``), pieces ``k`` and on up to the
-    first piece end where nothing is open."""
+def parse_piece(inp: InputFile, spans: list[Span], firsts: Firsts, k: int, shapes: ShapeCache,
+                drop: frozenset[str], resume: Carry | None = None) -> Piece:
+    """Piece ``k`` of ``inp`` (its byte range in ``spans``, its first line in ``firsts``) parsed by
+    one parser with a :class:`Recorder`, from a fresh state; or, from ``resume`` (the true state
+    at piece ``k``), pieces ``k`` and on up to the first piece end where nothing is open."""
     from ..parse.pieces import CUT_NOTICE, Piece, Recorder
 
     probe = JobModel(drop)
@@ -123,12 +123,12 @@ def parse_piece(inp: InputFile, spans: list[Span], k: int, shapes: ShapeCache, d
     until = k
     for i in range(k, len(spans) if resume is not None else k + 1):
         until = i
-        reader = RangeReader(inp, spans[i].start, spans[i].end, spans[i].first if firsts is None else firsts.first(i))
+        reader = RangeReader(inp, spans[i].start, spans[i].end, firsts.first(i))
         for first, block in reader:
             ends.append((first, len(block), fp.ranks_seen(), reader.at))
             fp.parse_block(first, block, reader.byte_at, reader.block_lines, reader.raw)
-        if firsts is not None and reader.pos >= spans[i].end:  # read to its end: the next piece
-            firsts.learn(i + 1, reader.lines + 1)  # starts on the line after its last
+        if reader.pos >= spans[i].end:  # read to its end: the next piece starts on the line after its last
+            firsts.learn(i + 1, reader.lines + 1)
         notices.extend(n for n in reader.notices if not (cut and CUT_NOTICE in n.message))  # the file's first only
         b, n, c = reader.repairs
         bad, nul, cut, lines = bad + b, nul + n, cut + c, reader.lines

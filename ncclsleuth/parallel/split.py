@@ -63,8 +63,8 @@ def spans(path: str, size: int, n: int) -> list[Span]:
 
 def cut(path: str, size: int, n: int) -> tuple[list[Span], Firsts]:
     """``n`` pieces (fewer where block starts coincide) of a file, and the table of their first
-    line numbers, found as they are parsed (:class:`~ncclsleuth.ingest.blocks.Firsts`; each
-    span's own ``first`` is 0 but the first's)."""
+    line numbers, found as they are parsed (:class:`~ncclsleuth.ingest.blocks.Firsts`): each
+    span's own ``first`` is 0, not known here, but the first piece's."""
     from ..ingest import blocks
 
     block = blocks.BLOCK
@@ -79,7 +79,7 @@ def cut(path: str, size: int, n: int) -> tuple[list[Span], Firsts]:
 
 
 def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> list[tuple[Any, ...]] | None:
-    """The work items: ``("run", files)`` and ``("piece", file, spans, k)``; None when no file is
+    """The work items: ``("run", files)`` and ``("piece", file, spans, firsts, k)``; None when no file is
     worth cutting (or processes cannot fork)."""
     if jobs <= 1 or not available():
         return None
@@ -102,7 +102,7 @@ def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> l
         small = []
         n = max(2, min(sizes[i] // piece_bytes, jobs * PIECES_PER_JOB))
         sp, firsts = cut(f.path, sizes[i], n)
-        items.extend(("piece", f, sp, k, firsts) for k in range(len(sp)))
+        items.extend(("piece", f, sp, firsts, k) for k in range(len(sp)))
     items.extend(("run", r) for r in (_runs(small, jobs) if small else []))
     return items
 
@@ -110,17 +110,17 @@ def plan(files: list[InputFile], jobs: int, piece_bytes: int = PIECE_BYTES) -> l
 def _work(item: tuple[Any, ...], cache: bool, drop: frozenset[str]) -> Any:
     if item[0] == "run":
         return _parse_task((item[1], cache, drop))
-    _, f, sp, k, firsts = item
-    return parse_piece(f, sp, k, worker_cache(cache), drop, firsts=firsts)
+    _, f, sp, firsts, k = item
+    return parse_piece(f, sp, firsts, k, worker_cache(cache), drop)
 
 
 class Assembler:
     """The model of one file from its pieces, fed in order (a piece already covered by a
     parse here after a fallback is skipped)."""
 
-    def __init__(self, inp: InputFile, spans: list[Span], shapes: ShapeCache, drop: frozenset[str],
-                 firsts: Firsts | None = None) -> None:
-        self.inp, self.spans, self.shapes, self.drop, self.firsts = inp, spans, shapes, drop, firsts
+    def __init__(self, inp: InputFile, spans: list[Span], firsts: Firsts, shapes: ShapeCache,
+                 drop: frozenset[str]) -> None:
+        self.inp, self.spans, self.firsts, self.shapes, self.drop = inp, spans, firsts, shapes, drop
         self.source = inp.display
         self.model = JobModel(drop)
         self.model.add_source(self.source)
@@ -151,7 +151,7 @@ class Assembler:
         """Pieces from ``k`` parsed here, continuing from the file's state at ``k``, up to the
         first piece end where nothing is open."""
         self.reparsed += 1
-        return parse_piece(self.inp, self.spans, k, self.shapes, self.drop, self.state, self.firsts)
+        return parse_piece(self.inp, self.spans, self.firsts, k, self.shapes, self.drop, self.state)
 
     def _take(self, p: Piece, after: Carry) -> None:
         replay(self.model, self.source, p.ops, whole if p.resumed else self.steps)
@@ -239,9 +239,9 @@ def split_results(items: list[tuple[Any, ...]], jobs: int, cache: bool,
                 yield from in_order(got, item[1], cache, drop, fits)
                 del got
                 continue
-            _, f, sp, k, firsts = item
+            _, f, sp, firsts, k = item
             if k == 0:
-                into = Assembler(f, sp, worker_cache(cache), drop, firsts)
+                into = Assembler(f, sp, firsts, worker_cache(cache), drop)
             assert into is not None
             into.feed(got)
             del got  # replayed: its events are the model's now, or garbage

@@ -306,12 +306,18 @@ def _build(sources: list[Source], options: Options, engine: Any, meanwhile: Call
 
 
 def diagnose(model: JobModel, rules: Sequence[Rule], notices: Sequence[Mapping[str, str]] = (),
-             with_figures: bool = False) -> Report:
+             with_figures: bool = False, jobs: int | None = 1) -> Report:
     """The rule step: the rules on a model, findings ranked, unexplained lines, summary
-    (and the post-mortem's figures, from the model, when asked)."""
+    (and the post-mortem's figures, from the model, when asked); ``jobs`` as ``Options.jobs``:
+    a big model's rules are shared with a forked helper (:mod:`ncclsleuth.parallel.rulestep`)."""
     from .report import build_report
 
-    report = build_report(model, list(rules), [dict(n) for n in notices])
+    spread = None
+    if jobs is None or jobs > 1:  # the module only then (a paste never loads it)
+        from .parallel.rulestep import spread_for
+
+        spread = spread_for(model, default_jobs() if jobs is None else jobs)
+    report = build_report(model, list(rules), [dict(n) for n in notices], spread)
     if with_figures:
         from .model.figures import build_figures
 
@@ -335,7 +341,8 @@ def analyze(sources: Sequence[Source], options: Options | None = None) -> Report
     loaded: list[list[Rule]] = []
     with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
         built = build(sources, options, meanwhile=lambda: loaded.append(_rules_and_knowledge(options)))
-        report = diagnose(built.model, loaded[0], [n.to_dict() for n in built.notices], options.with_figures)
+        report = diagnose(built.model, loaded[0], [n.to_dict() for n in built.notices], options.with_figures,
+                          options.jobs if options.scheduler is None else 1)
     report.files_read = built.files_read
     return report
 

@@ -157,12 +157,12 @@ def test_a_facts_records_go_after_the_last_rule_that_reads_it(monkeypatch: pytes
 def test_the_unexplained_lines_asked_at_once_are_those_asked_one_by_one() -> None:
     """The report and the per-line facts ask every problem line at once (``Explained.unexplained``:
     a bisect an array over the model's numbers); the answer is ``in``'s, line by line."""
-    from ncclsleuth.rules.findings import _file_ids
+    from ncclsleuth.rules.findings import file_ids
     from ncclsleuth.rules.lineset import LineSet
 
     model = _job(6)
     evs = model.error_events()
-    ids = _file_ids(model)
+    ids = file_ids(model)
     ex = ranking.Explained()
     ex.add(LineSet([("job.log", evs[1].line), ("job.log", evs[4].line)], ids))
     ex.add(LineSet([("job.log", n) for n in range(1000, 1000 + ranking.Explained.LARGE)], ids))

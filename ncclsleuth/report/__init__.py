@@ -15,7 +15,7 @@ from ..events import Event
 from ..model.job import JobModel
 from ..model.summary import summarize
 from ..rules.findings import Evidence, Finding
-from ..rules.ranking import explained_by, run_rules
+from ..rules.ranking import Spread, explained_by, run_rules
 from ..rules.schema import Rule
 from ..util.classes import dataclass
 from ..util.gcpause import paused
@@ -71,14 +71,17 @@ class Report:
                 "summary": self.summary, "notices": self.notices}
 
 
-def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None = None) -> Report:
-    """Run the rules and put findings, unexplained problem lines and the summary together."""
+def build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None = None,
+                 spread: Spread | None = None) -> Report:
+    """Run the rules and put findings, unexplained problem lines and the summary together
+    (``spread``: as :func:`~ncclsleuth.rules.ranking.run_rules`)."""
     with paused():
-        return _build_report(model, rules, notices)
+        return _build_report(model, rules, notices, spread)
 
 
-def _build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None) -> Report:
-    findings = run_rules(model, rules)
+def _build_report(model: JobModel, rules: list[Rule], notices: list[dict[str, str]] | None,
+                  spread: Spread | None) -> Report:
+    findings = run_rules(model, rules, spread=spread)
     rest = explained_by(findings).unexplained(model.error_events())
     return Report(findings=findings, unexplained=_unexplained(rest, model), summary=summarize(model),
                   notices=list(notices or []), unexplained_total=len(rest))

@@ -110,7 +110,7 @@ _RANK_FIELDS = ("rank_a", "rank_b", "slow_rank")
 def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, Mapping[str, Any]],
              model: JobModel) -> tuple[Finding, tuple[Any, ...]]:
     ordered = _each_line_once(items, model)
-    explained = LineSet.of_lines(((ev.source, ev.line) for ev in ordered), _file_ids(model))
+    explained = LineSet.of_lines(((ev.source, ev.line) for ev in ordered), file_ids(model))
     lead = [ev for ev in (items[0].get("evidence", ()) if items else ())]
     if lead:  # the primary item's own lines first (the culprit before the messengers)
         ordered = lead[:1] + [ev for ev in ordered if ev is not lead[0]]
@@ -166,7 +166,7 @@ def finding(rule: Rule, items: Sequence[Mapping[str, Any]], named: Mapping[str, 
     return f, first
 
 
-def _file_ids(model: JobModel) -> FileIds:
+def file_ids(model: JobModel) -> FileIds:
     """The file ids of the run's findings: one, over the model's file index (its sets ask and
     add each other's numbers as they are)."""
     hit = model.memo.get("file_ids")

@@ -88,6 +88,22 @@ class FileIds:
             return None
         return self.key(*pair)
 
+    def added(self) -> list[str]:
+        """The names given an id besides the base, in the order of their ids."""
+        return list(self._more_names)
+
+    def take(self, added: Sequence[str]) -> bool:
+        """Whether the names another process's table of the same base added (:meth:`added`) have the
+        same ids here, given them where they have none yet and are next in line (the sets that
+        process made then mean the same lines here)."""
+        for j, name in enumerate(added):
+            got = self.get(name)
+            if got is None and len(self._more_names) == j:
+                got = self.id(name)
+            if got != _MORE + j:
+                return False
+        return True
+
     def same_as(self, other: FileIds | None) -> bool:
         """Whether a name has the same id in both (one base, no names of their own)."""
         return other is self or (other is not None and other._base is self._base

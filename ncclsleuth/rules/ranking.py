@@ -11,34 +11,55 @@ explains, so a line is diagnosed once, by the most specific rule that knows it.
 """
 from __future__ import annotations
 
+import os
 from array import array
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..events import Event
+from ..model.facts import FACTS
 from ..model.job import JobModel
 from ..util import bounded_put
-from .findings import Finding, finding
+from .findings import Finding, file_ids, finding
 from .lineset import FileIds, LineSet, holds
 from .match import Context, evaluate
 from .schema import Rule, Severity, facts_of
 
+#: a way to compute ``work(0)`` ... ``work(n - 1)`` and yield the results in order, some of them in
+#: other processes (``ncclsleuth.parallel.rulestep``: one forked helper); a result computed elsewhere
+#: is the bytes :func:`_pack` made of it
+Spread = Callable[[int, Callable[[int], Any]], Iterator[Any]]
+#: a fired rule: the rule, its finding, the line it ranks by
+Fired = tuple[Rule, Finding, tuple[Any, ...]]
 
-def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) -> list[Finding]:
-    """Findings of all rules that fire, most likely root cause first."""
+
+def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None,
+              spread: Spread | None = None) -> list[Finding]:
+    """Findings of all rules that fire, most likely root cause first.
+
+    ``spread``: the rules that are not fallbacks are evaluated in families (:func:`families`),
+    shared between this process and the processes ``spread`` runs them in; the findings are
+    the same, in the same order (the fallbacks run here after them, as always)."""
     own = ctx is None
     ctx = ctx or Context(model)
-    fired: list[tuple[Rule, Finding, tuple[Any, ...]]] = []
-    explained = Explained()
     # stable: the given order, fallbacks last, the most specific fallback first (a message the
     # knowledge base knows before "the program raised X")
     order = sorted(rules, key=lambda r: (r.fallback, -r.specificity if r.fallback else 0))
     done = _last_readers(order) if own else {}
-    for i, rule in enumerate(order):
-        if rule.fallback and ctx.explained is None:  # from here on a per-line fact skips what is explained
-            ctx.explained = explained
-        fired += _fire(rule, ctx, explained)
+    plain = sum(1 for r in order if not r.fallback)
+    fams = families(order[:plain]) if spread is not None else []
+    if len(fams) > 1:
+        fired = _spread(order, fams, ctx, done, spread)  # type: ignore[arg-type]  # not None with fams
+    else:
+        fired = [t for i in range(plain) for t in _fire_forgetting(order, i, ctx, done)]
+    explained = Explained()
+    for _, f, _ in fired:
+        explained.add(f.explained)
+    if plain < len(order):
+        ctx.explained = explained  # from here on a per-line fact skips what is explained
+    for i in range(plain, len(order)):
+        fired += _fire(order[i], ctx, explained)
         for name in done.get(i, ()):
             ctx.forget(name)
     fired.sort(key=lambda t: _rank_key(t[0], t[1], t[2]))
@@ -46,6 +67,104 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None) ->
     # causes first: a symptom whose cause fired moves below it
     fired.sort(key=lambda t: (_tier(t[1]), t[1].caused_by is not None, *_rank_key(t[0], t[1], t[2])[1:]))
     return [f for _, f, _ in fired]
+
+
+def _fire_forgetting(order: Sequence[Rule], i: int, ctx: Context, done: Mapping[int, list[str]]) -> list[Fired]:
+    """``order[i]`` fired (not a fallback: what it explains is added by the caller), then the facts
+    no later rule reads forgotten."""
+    out = _fire(order[i], ctx, None)
+    for name in done.get(i, ()):
+        ctx.forget(name)
+    return out
+
+
+def families(plain: Sequence[Rule]) -> list[list[int]]:
+    """The rules (not fallbacks) in families that can be evaluated apart: the positions in
+    ``plain`` of the rules that read a fact of one module (:mod:`ncclsleuth.model.facts`), or a
+    fact another rule of the family reads, in order; a rule that reads no fact is a family of
+    its own.  The facts of one module share what they build from the model (``members``, the
+    whole-job ``picture``: memoised in the model), which evaluated in two processes would be
+    built twice; a fact's records are made in one process and forgotten there
+    (:func:`_last_readers`)."""
+    key = tuple(r.id for r in plain)
+    got = _FAMILIES.get(key)
+    if got is not None:
+        return got
+    root: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while root.setdefault(x, x) != x:
+            x = root[x]
+        return x
+
+    for r in plain:
+        names = set().union(*(facts_of(c) for c in (r.match, *r.explains)))
+        for name in names:
+            spec = FACTS.get(name)
+            root[find(f"fact:{name}")] = find(f"rule:{r.id}")
+            if spec is not None:
+                root[find(f"module:{spec.__module__}")] = find(f"rule:{r.id}")
+    out: dict[str, list[int]] = {}
+    for i, r in enumerate(plain):
+        out.setdefault(find(f"rule:{r.id}"), []).append(i)
+    return bounded_put(_FAMILIES, 8, key, list(out.values()))
+
+
+#: the rules' ids in order -> :func:`families`
+_FAMILIES: dict[tuple[str, ...], list[list[int]]] = {}
+
+
+def _spread(order: Sequence[Rule], fams: list[list[int]], ctx: Context, done: Mapping[int, list[str]],
+            spread: Spread) -> list[Fired]:
+    """The findings of the families, evaluated here and where ``spread`` sends them, in rule order."""
+    ids = file_ids(ctx.model)  # made before the helpers start: theirs is the same table (:func:`_pack`)
+    me = os.getpid()
+
+    def work(k: int) -> Any:
+        out = [(i, f, first) for i in fams[k] for _, f, first in _fire_forgetting(order, i, ctx, done)]
+        return out if os.getpid() == me else _pack(out, ids)
+
+    fired: list[tuple[int, Finding, tuple[Any, ...]]] = []
+    for k, got in enumerate(spread(len(fams), work)):
+        if type(got) is bytes:
+            got = _unpack(got, ids)
+            if got is None:  # the helper named files this process has not: its family again, here
+                got = work(k)
+        fired += got
+    fired.sort(key=lambda t: t[0])  # stable: a rule's findings in their order
+    return [(order[i], f, first) for i, f, first in fired]
+
+
+def _pack(fired: list[tuple[int, Finding, tuple[Any, ...]]], ids: FileIds) -> bytes:
+    """A helper's findings pickled for this process: the run's file ids (the line sets' table,
+    :class:`~.lineset.FileIds`) as a reference to this process's own, and the names the helper
+    added to it, which must be the ones this process has at those ids (else :func:`_unpack`
+    refuses them)."""
+    import io
+    import pickle  # only here: a warm start of a small log never loads it
+
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    p.persistent_id = lambda obj: "ids" if obj is ids else None  # type: ignore[method-assign]
+    p.dump((ids.added(), fired))
+    return buf.getvalue()
+
+
+def _unpack(data: bytes, ids: FileIds) -> list[tuple[int, Finding, tuple[Any, ...]]] | None:
+    """:func:`_pack`'s findings, their line sets on ``ids``; None where the helper gave a file an id
+    this process gives another (a file no finding here named yet is given the helper's id)."""
+    import io
+    import pickle
+
+    def load(pid: Any) -> FileIds:
+        if pid != "ids":
+            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+        return ids
+
+    up = pickle.Unpickler(io.BytesIO(data))
+    up.persistent_load = load  # type: ignore[method-assign]
+    added, fired = up.load()
+    return fired if ids.take(added) else None
 
 
 def _last_readers(order: Sequence[Rule]) -> dict[int, list[str]]:
@@ -142,9 +261,10 @@ def explained_by(findings: Iterable[Finding]) -> Explained:
     return out
 
 
-def _fire(rule: Rule, ctx: Context, explained: Explained) -> list[tuple[Rule, Finding, tuple[Any, ...]]]:
+def _fire(rule: Rule, ctx: Context, explained: Explained | None) -> list[Fired]:
     """The findings of ``rule`` (none where it does not match), with the line each ranks by;
-    what they explain is added to ``explained``.
+    what they explain is added to ``explained`` (a fallback's: the lines explained so far; None
+    for the others, whose lines the caller adds).
 
     A function of its own so that the matched items die with it: as locals of the loop over
     the rules they lived on until the next rule that fired, and on the 8,000-rank file the
@@ -153,18 +273,19 @@ def _fire(rule: Rule, ctx: Context, explained: Explained) -> list[tuple[Rule, Fi
     if not m.ok:
         return []
     items = m.items
-    if rule.fallback:  # only what no finding explains yet
+    if rule.fallback and explained is not None:  # only what no finding explains yet
         items = [it for it in items if any((ev.source, ev.line) not in explained for ev in it.get("evidence", ()))]
         if not items:
             return []
-    out: list[tuple[Rule, Finding, tuple[Any, ...]]] = []
+    out: list[Fired] = []
     lead: tuple[Any, ...] | None = None
     for group in _groups(rule, items):
         f, first = finding(rule, group, m.named, ctx.model)
         for cond in rule.explains:  # the consequences it accounts for (never evidence)
             f.explained.update((ev.source, ev.line) for it in evaluate(cond, ctx).items
                                for ev in it.get("evidence", ()))
-        explained.add(f.explained)
+        if explained is not None:
+            explained.add(f.explained)
         lead = lead or first  # one finding per record: they keep the fact's order among themselves
         out.append((rule, f, lead if rule.per_record else first))
     return out

@@ -444,3 +444,23 @@ def test_a_files_last_and_progress_lines_kept_by_place_are_made_again_as_read(tm
     assert got[True] == got[False]
     assert got[True][1]["step"] == 1695 and got[True][3:] == (1695, 30 * 60 + 9)
     assert got[True][2] == ("1129 11:41:55.972090988" if last.startswith("[rank3]") else None)
+
+
+def test_a_source_registered_again_is_read_from_its_new_folder(tmp_path, monkeypatch):
+    """The joined paths are kept (``_JOINED``) by the folder they were joined from: a source
+    registered again from another folder (the same file name in another run's folder) is read
+    from there, not from the path joined before."""
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(reread, "_JOINED", {})
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, text in ((a, "first\n"), (b, "second\n")):
+        d.mkdir()
+        (d / "rank0.log").write_text(text)
+    reread.register("rank0.log", str(a / "rank0.log"))
+    assert reread.path_of("rank0.log") == str(a / "rank0.log")
+    assert reread.path_of("rank0.log") == str(a / "rank0.log")  # the joined path, kept
+    reread.register("rank0.log", str(b / "rank0.log"))
+    assert reread.path_of("rank0.log") == str(b / "rank0.log")
+    reread.register("rank0.log", str(tmp_path / "elsewhere.log"))  # a name of its own: the path as is
+    assert reread.path_of("rank0.log") == str(tmp_path / "elsewhere.log")
+    assert reread.path_of("never-registered.log") is None

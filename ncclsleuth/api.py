@@ -51,7 +51,8 @@ Result = tuple[JobModel, list[Notice], int | bool]
 class Options:
     """How to analyse: the engine, the caches, the rules, what to keep."""
 
-    #: processes parsing files: this one and ``jobs - 1`` forked workers (None: the machine's cores)
+    #: processes parsing files: this one and ``jobs - 1`` forked workers (None: the machine's cores);
+    #: with 2 or more, a big model's rule step is shared with one forked helper (``parallel.rulestep``)
     jobs: int | None = 1
     #: parse on a Dask cluster: ``tcp://host:8786`` or ``local:N``
     scheduler: str | None = None

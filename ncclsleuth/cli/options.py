@@ -111,8 +111,8 @@ engine_options = _stack(
     click.option("--no-cache", is_flag=True,
                  help="Parse every line with the grammar and validate every rule file (no caches)."),
     click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
-                 help="Processes parsing files: this one and N-1 forked workers (default: the machine's cores; "
-                      "one process where there is no fork)."),
+                 help="Processes parsing files (and sharing a big job's rules): this one and N-1 forked workers "
+                      "(default: the machine's cores; one process where there is no fork)."),
 )
 scheduler_option = click.option(
     "--scheduler", default=None, metavar="ADDRESS",

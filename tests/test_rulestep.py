@@ -158,3 +158,25 @@ def test_analyze_with_jobs_gives_the_report_of_one_process(desync: Path, monkeyp
     two = render("json", api.analyze([str(desync)], api.Options(jobs=2)))
     assert spreads and spreads[-1] is not None
     assert json.loads(two) == json.loads(one) and two == one
+
+
+def test_a_helper_that_dies_leaves_its_families_to_this_process(desync: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper killed while it packs its first result (as the OOM killer would): every family
+    it had not sent is evaluated here (``forked.run_in_order``), and the findings are the same."""
+    model = api.build([str(desync)]).model
+    here = _dicts(ranking.run_rules(model, list(RULES)))
+    model.memo.clear()
+    lead = os.getpid()
+    died = tmp_path / "died"
+    real = ranking._pack
+
+    def dying(fired: Any, ids: FileIds) -> bytes:
+        if os.getpid() != lead:
+            died.write_text(str(os.getpid()))
+            os._exit(9)
+        return real(fired, ids)  # not reached: this process does not pack its own results
+
+    monkeypatch.setattr(ranking, "_pack", dying)
+    assert _dicts(ranking.run_rules(model, list(RULES), spread=rulestep._with_one_helper)) == here
+    assert died.read_text() != str(lead)  # the helper claimed a family, and died with it

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..model.job import JobModel
+from ..util import Spread
 from .forked import available, run_in_order
 
 #: the least processes and kept events a model holds for the helper to pay off: a fork, the
@@ -28,9 +29,6 @@ MIN_RECORDS = 16_384
 #: what the helper may come to hold, as a share of this process's resident memory (its pages
 #: copied as it reads them): it starts only where the machine has that much available
 COPY_SHARE = 1.0
-
-#: ``(n, work)`` -> ``work(0)``, ..., ``work(n - 1)`` in order (``ncclsleuth.rules.ranking.Spread``)
-Spread = Callable[[int, Callable[[int], Any]], Iterator[Any]]
 
 
 def spread_for(model: JobModel, jobs: int) -> Spread | None:
@@ -68,4 +66,3 @@ def _kib(path: str, key: str) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-

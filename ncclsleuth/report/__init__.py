@@ -15,8 +15,9 @@ from ..events import Event
 from ..model.job import JobModel
 from ..model.summary import summarize
 from ..rules.findings import Evidence, Finding
-from ..rules.ranking import Spread, explained_by, run_rules
+from ..rules.ranking import explained_by, run_rules
 from ..rules.schema import Rule
+from ..util import Spread
 from ..util.classes import dataclass
 from ..util.gcpause import paused
 from ..util.rxstore import rx

@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..events import Event
 from ..model.facts import FACTS
 from ..model.job import JobModel
-from ..util import bounded_put
+from ..util import Spread, bounded_put
 from .findings import Finding, file_ids, finding
 from .lineset import FileIds, LineSet, holds
 from .match import Context, evaluate
 from .schema import Rule, Severity, facts_of
 
-#: a way to compute ``work(0)`` ... ``work(n - 1)`` and yield the results in order, some of them in
-#: other processes (``ncclsleuth.parallel.rulestep``: one forked helper); a result computed elsewhere
-#: is the bytes :func:`_pack` made of it
-Spread = Callable[[int, Callable[[int], Any]], Iterator[Any]]
 #: a fired rule: the rule, its finding, the line it ranks by
 Fired = tuple[Rule, Finding, tuple[Any, ...]]
+#: the same with the rule's position in the order instead of the rule (what a helper sends back)
+Numbered = tuple[int, Finding, tuple[Any, ...]]
 
 
 def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None,
@@ -39,8 +37,9 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None,
     """Findings of all rules that fire, most likely root cause first.
 
     ``spread``: the rules that are not fallbacks are evaluated in families (:func:`families`),
-    shared between this process and the processes ``spread`` runs them in; the findings are
-    the same, in the same order (the fallbacks run here after them, as always)."""
+    shared between this process and the processes ``spread`` runs them in (a result computed
+    elsewhere is the bytes :func:`_pack` made of it); the findings are the same, in the same
+    order (the fallbacks run here after them, as always)."""
     own = ctx is None
     ctx = ctx or Context(model)
     # stable: the given order, fallbacks last, the most specific fallback first (a message the
@@ -59,9 +58,7 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None,
     if plain < len(order):
         ctx.explained = explained  # from here on a per-line fact skips what is explained
     for i in range(plain, len(order)):
-        fired += _fire(order[i], ctx, explained)
-        for name in done.get(i, ()):
-            ctx.forget(name)
+        fired += _fire_forgetting(order, i, ctx, done, explained)
     fired.sort(key=lambda t: _rank_key(t[0], t[1], t[2]))
     _link_causes(fired)
     # causes first: a symptom whose cause fired moves below it
@@ -69,10 +66,10 @@ def run_rules(model: JobModel, rules: list[Rule], ctx: Context | None = None,
     return [f for _, f, _ in fired]
 
 
-def _fire_forgetting(order: Sequence[Rule], i: int, ctx: Context, done: Mapping[int, list[str]]) -> list[Fired]:
-    """``order[i]`` fired (not a fallback: what it explains is added by the caller), then the facts
-    no later rule reads forgotten."""
-    out = _fire(order[i], ctx, None)
+def _fire_forgetting(order: Sequence[Rule], i: int, ctx: Context, done: Mapping[int, list[str]],
+                     explained: Explained | None = None) -> list[Fired]:
+    """``order[i]`` fired (as :func:`_fire`), then the facts no later rule reads forgotten."""
+    out = _fire(order[i], ctx, explained)
     for name in done.get(i, ()):
         ctx.forget(name)
     return out
@@ -100,10 +97,10 @@ def families(plain: Sequence[Rule]) -> list[list[int]]:
     for r in plain:
         names = set().union(*(facts_of(c) for c in (r.match, *r.explains)))
         for name in names:
-            spec = FACTS.get(name)
+            fn = FACTS.get(name)
             root[find(f"fact:{name}")] = find(f"rule:{r.id}")
-            if spec is not None:
-                root[find(f"module:{spec.__module__}")] = find(f"rule:{r.id}")
+            if fn is not None:
+                root[find(f"module:{fn.__module__}")] = find(f"rule:{r.id}")
     out: dict[str, list[int]] = {}
     for i, r in enumerate(plain):
         out.setdefault(find(f"rule:{r.id}"), []).append(i)
@@ -124,7 +121,7 @@ def _spread(order: Sequence[Rule], fams: list[list[int]], ctx: Context, done: Ma
         out = [(i, f, first) for i in fams[k] for _, f, first in _fire_forgetting(order, i, ctx, done)]
         return out if os.getpid() == me else _pack(out, ids)
 
-    fired: list[tuple[int, Finding, tuple[Any, ...]]] = []
+    fired: list[Numbered] = []
     for k, got in enumerate(spread(len(fams), work)):
         if type(got) is bytes:
             got = _unpack(got, ids)
@@ -135,7 +132,7 @@ def _spread(order: Sequence[Rule], fams: list[list[int]], ctx: Context, done: Ma
     return [(order[i], f, first) for i, f, first in fired]
 
 
-def _pack(fired: list[tuple[int, Finding, tuple[Any, ...]]], ids: FileIds) -> bytes:
+def _pack(fired: list[Numbered], ids: FileIds) -> bytes:
     """A helper's findings pickled for this process: the run's file ids (the line sets' table,
     :class:`~.lineset.FileIds`) as a reference to this process's own, and the names the helper
     added to it, which must be the ones this process has at those ids (else :func:`_unpack`
@@ -150,7 +147,7 @@ def _pack(fired: list[tuple[int, Finding, tuple[Any, ...]]], ids: FileIds) -> by
     return buf.getvalue()
 
 
-def _unpack(data: bytes, ids: FileIds) -> list[tuple[int, Finding, tuple[Any, ...]]] | None:
+def _unpack(data: bytes, ids: FileIds) -> list[Numbered] | None:
     """:func:`_pack`'s findings, their line sets on ``ids``; None where the helper gave a file an id
     this process gives another (a file no finding here named yet is given the helper's id)."""
     import io
@@ -321,7 +318,7 @@ def _rank_key(rule: Rule, f: Finding, first: tuple[Any, ...]) -> tuple[Any, ...]
 _AFTER_A_PEER = frozenset({"peer_failure", "collective_timeout"})
 
 
-def _link_causes(fired: list[tuple[Rule, Finding, tuple[Any, ...]]]) -> None:
+def _link_causes(fired: list[Fired]) -> None:
     """Each symptom names its cause: the cause finding that accounts for its lines (a
     whole-job finding quotes the messengers' lines), else the first cause of a category the
     symptom can follow from, else, through another symptom, that symptom's cause (a process

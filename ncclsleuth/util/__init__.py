@@ -3,10 +3,15 @@ listing of a YAML data folder, the bounded tables."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 V = TypeVar("V")
+
+#: ``(n, work)`` -> ``work(0)``, ..., ``work(n - 1)`` in order, some of them computed in other
+#: processes (``ncclsleuth.parallel.rulestep`` makes one, ``ncclsleuth.rules.ranking`` uses it)
+Spread = Callable[[int, Callable[[int], Any]], Iterator[Any]]
 
 
 def bounded_put(table: dict[Any, V], bound: int, key: Any, value: V) -> V:

@@ -83,6 +83,14 @@ def test_a_warm_analyze_imports_only_what_it_uses():
     assert _imported_by_analyze(LOG, NOT_ON_A_WARM_START) == set()
 
 
+def test_one_small_log_imports_no_fork_machinery():
+    """``--jobs`` defaults to the machine's cores, and the rule step asks whether to share its
+    rules with a helper (``parallel.rulestep``): a model this small answers no before the fork
+    machinery (``parallel.forked``, ~1.1 ms of a paste's start) is imported."""
+    one = sorted(LOG.iterdir())[0]
+    assert _imported_by_analyze(one, ("ncclsleuth.parallel.forked", "ncclsleuth.parallel.local")) == set()
+
+
 def test_the_probe_sees_an_unneeded_import():
     """The check above can fail: ``yaml`` imported by the run is reported."""
     assert _imported_by_analyze(LOG, ("yaml", "ncclsleuth.renderers.json_out")) == {"ncclsleuth.renderers.json_out"}

@@ -20,7 +20,6 @@ from typing import Any
 
 from ..model.job import JobModel
 from ..util import Spread
-from .forked import available, run_in_order
 
 #: the least processes and kept events a model holds for the helper to pay off: a fork, the
 #: helper's findings pickled and read back cost ~10-30 ms; on the 8,000-rank file (86,000) the
@@ -33,10 +32,13 @@ COPY_SHARE = 1.0
 
 def spread_for(model: JobModel, jobs: int) -> Spread | None:
     """How the rule step of ``model`` shares its work with ``--jobs``: with one helper where it
-    pays off; None: in this process."""
-    if jobs < 2 or not available() or records(model) < MIN_RECORDS or not _room():
+    pays off; None: in this process.  The fork machinery is imported only then: ``--jobs``
+    defaults to the machine's cores, and a paste's run paid ~1.1 ms for it."""
+    if jobs < 2 or records(model) < MIN_RECORDS:
         return None
-    return _with_one_helper
+    from .forked import available
+
+    return _with_one_helper if available() and _room() else None
 
 
 def records(model: JobModel) -> int:
@@ -45,6 +47,8 @@ def records(model: JobModel) -> int:
 
 
 def _with_one_helper(n: int, work: Callable[[int], Any]) -> Iterator[Any]:
+    from .forked import run_in_order
+
     return run_in_order(n, work, 1)
 
 

@@ -464,3 +464,53 @@ def test_a_source_registered_again_is_read_from_its_new_folder(tmp_path, monkeyp
     reread.register("rank0.log", str(tmp_path / "elsewhere.log"))  # a name of its own: the path as is
     assert reread.path_of("rank0.log") == str(tmp_path / "elsewhere.log")
     assert reread.path_of("never-registered.log") is None
+
+
+def test_only_events_something_holds_are_given_their_place(tmp_path, monkeypatch):
+    """The fast path puts an event's text by reference only where something besides the parser
+    holds it once the model had it (``lines._held_elsewhere``): a ``comm`` line read by a handler
+    and dropped is not worth a reference; the settings the model keeps are kept by place all the
+    same, and read back as they were."""
+    from ncclsleuth.parse import lines as L
+
+    mine: list[object] = []
+
+    def alone() -> bool:
+        ev = object()
+        return L._held_elsewhere(ev)  # type: ignore[arg-type]  # noqa: SLF001
+
+    def kept() -> bool:
+        ev = object()
+        mine.append(ev)
+        return L._held_elsewhere(ev)  # type: ignore[arg-type]  # noqa: SLF001
+
+    assert (alone(), kept()) == (False, True)
+    monkeypatch.setattr(reread, "_PATHS", {})
+    monkeypatch.setattr(reread, "ENABLED", True)
+    detached: list[str] = []
+    real = L.FileParser._detach
+
+    def spy(self: L.FileParser, ev: E.Event) -> None:
+        detached.append(ev.kind)
+        real(self, ev)
+
+    monkeypatch.setattr(L.FileParser, "_detach", spy)
+    log = tmp_path / "init.log"
+    lines = []
+    for r in range(40):  # enough lines of each shape for the fast path's plans and makers
+        hp = f"node{r // 8}:{1000 + r}:{1000 + r}"
+        lines += [f"{hp} [{r % 8}] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0",
+                  f"{hp} [{r % 8}] NCCL INFO ncclCommInitRank comm 0x55f6e5fc{r:04x} rank {r} nranks 40 cudaDev "
+                  f"{r % 8} nvmlDev {r % 8} busId {r % 8}a000 commId 0xb5ca0139f4c8d965 - Init START",
+                  f"{hp} [{r % 8}] NCCL INFO comm 0x55f6e5fc{r:04x} rank {r} nRanks 40 nNodes 5 localRanks 8 "
+                  f"localRank {r % 8} MNNVL 0"]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = api.build([str(log)], api.Options(shared_cache=False)).model
+    made = model.kind_counts
+    assert made["comm_info"] == made["env_setting"] == 40
+    # every kept setting by reference; of the dropped comm lines only those the full parser read
+    # while the fast path learned their shapes (a shape's first lines, a new host's first line)
+    assert detached.count("env_setting") == 40 and detached.count("comm_info") <= 6
+    settings = model.events["env_setting"]
+    assert len(settings) == 40 and all(isinstance(ev._text, int) for ev in settings)  # type: ignore[attr-defined]
+    assert settings[-1].text == lines[-3]

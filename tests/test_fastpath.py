@@ -303,6 +303,27 @@ def test_a_run_of_connection_lines_leaves_the_model_as_its_lines_do(tmp_path, mo
     assert sum(1 for p in on[0] if p[3] == "channel_conn") >= 8  # processes whose last line is a run's
 
 
+@pytest.mark.parametrize("texts", [1, 2, 5])
+def test_connection_texts_forgotten_by_generation_leave_the_model_as_kept_ones(tmp_path, monkeypatch, texts):
+    """The connection texts the fast path remembers to count later lines are held a generation of
+    ``MAX_CONN_TEXTS`` at a time, the one before folded when a new one would pass it
+    (``JobModel._rotate``); a text met again after its fold counts as a first line.  The model is the
+    one every text kept to the file's end gives, and the one the lines give one by one; in one
+    file whose ranks print their connections interleaved, generations did rotate."""
+    from ncclsleuth.model import job as J
+
+    job = _job(tmp_path, "one-file", ranks=24, comms=2, channels=6, noise=0)
+    text = (job / "job.log").read_text()
+    kept = _model_state(text, monkeypatch, True)
+    rotated: list[int] = []
+    real = J.JobModel._rotate
+    monkeypatch.setattr(J.JobModel, "_rotate", lambda self: rotated.append(len(self._conn_n)) or real(self))
+    monkeypatch.setattr(J, "MAX_CONN_TEXTS", texts)
+    assert _model_state(text, monkeypatch, True) == kept == _model_state(text, monkeypatch, False)
+    assert len(rotated) > 2 + 10 // texts  # past settle's two, while the file was read
+    assert kept[1] and any(hops for _, hops, _ in kept[1])  # hops were counted to compare
+
+
 def _trees_model(lines: list[str], monkeypatch: pytest.MonkeyPatch, on: bool) -> tuple[dict, list, list]:
     """The model's tree edges (rank, parent) per channel, the plans learnt, and the edges of the
     ``Trees`` events the model got (channel, children, rank, parent): what it keeps of them and

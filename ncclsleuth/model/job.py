@@ -52,6 +52,10 @@ MAX_RANKS = 1 << 20
 MAX_HOPS = 1 << 20
 #: distinct ring orders shared between communicators and channels (past it each keeps its own)
 MAX_ORDERS = 4096
+#: connection texts a process printed that the fast path remembers in one generation, to count
+#: their later lines (:meth:`JobModel.conn_seen`); when a new one would pass it, the texts of the
+#: generation before, none of them met since, are folded and forgotten (:meth:`JobModel._rotate`)
+MAX_CONN_TEXTS = 4096
 #: tree edges kept per communicator for these channels only: the pictures and checks need
 #: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects (the parser
 #: does not make the others: ``JobModel.tree_channels``)
@@ -567,6 +571,9 @@ class JobModel:
         self._hp: dict[str, tuple[Process, tuple[str, int | None]]] = {}
         self._conn_n: dict[tuple[str | None, str, str], int] = {}
         self._conn_to: dict[tuple[str | None, str, str], tuple[Process, Comm, int, str, bool, bool]] = {}
+        #: the same of the generation before (:data:`MAX_CONN_TEXTS`): a text met again goes back
+        self._old_n: dict[tuple[str | None, str, str], int] = {}
+        self._old_to: dict[tuple[str | None, str, str], tuple[Process, Comm, int, str, bool, bool]] = {}
         #: the Flight Recorder dumps among the inputs (:mod:`.flight`); None when there are none
         self.flight: FlightRecords | None = None
         #: rank states and hop aggregates over all communicators (for their bounds)
@@ -800,7 +807,10 @@ class JobModel:
         k = (self._proc_comm.get(e[1]), hp, rest)
         n = self._conn_n.get(k)
         if n is None:
-            return False
+            n = self._old_n.pop(k, None)
+            if n is None:
+                return False
+            self._conn_to[k] = self._old_to.pop(k)
         self._conn_n[k] = n + 1
         p = e[0]
         p.last_line, p.last_kind = line, "channel_conn"
@@ -824,6 +834,8 @@ class JobModel:
         # later lines of this text are counted while the same communicator is the process's last
         # (``conn_seen``): they fold into the one this line was counted in
         k = (self._proc_comm.get(key), hp, rest)
+        if len(self._conn_n) >= MAX_CONN_TEXTS:
+            self._rotate()
         self._conn_n[k] = 0
         self._conn_to[k] = (p, c, hop, label, net is not None, gdr)
 
@@ -867,11 +879,27 @@ class JobModel:
         """End of a file: fold the connection lines counted by :meth:`conn_seen`, and the lines that
         name no process into the one process the file names (:meth:`_fold_unnamed`)."""
         self._fold_unnamed()
+        self._rotate()
+        self._rotate()
+        self._hp.clear()
+
+    def _rotate(self) -> None:
+        """Fold the connection texts of the generation before (:data:`MAX_CONN_TEXTS`) and make the
+        current one the generation before.
+
+        Folding adds a text's later lines to what its first line was counted in (its communicator's
+        transport and hop, its process's NET and GDR counts), so when it happens changes nothing;
+        and a folded text met again is counted as its first line was (:meth:`add_conn_first`), as the
+        parser without the fast path counts every line.  Why: the one file of an 8,000-rank job
+        held its 16,993 texts, ~2 a rank, to its end (4.1 MB of the build's peak of traced objects);
+        held a generation at a time, the texts of the ranks still printing stay, and 5,773 of its
+        408,000 connection lines (a communicator's two lines printed apart from its other 22) were
+        counted again as first lines."""
         total = 0
-        for k, n in self._conn_n.items():
+        for k, n in self._old_n.items():
             if not n:
                 continue
-            p, c, hop, label, is_net, gdr = self._conn_to[k]
+            p, c, hop, label, is_net, gdr = self._old_to[k]
             total += n
             c.transports[label] += n
             c.hops[hop] += n * HOP_LINE
@@ -880,9 +908,8 @@ class JobModel:
                 p.gdr_conns += n * gdr
         if total:
             self.kind_counts["channel_conn"] += total
-        self._hp.clear()
-        self._conn_n.clear()
-        self._conn_to.clear()
+        self._old_n, self._old_to = self._conn_n, self._conn_to
+        self._conn_n, self._conn_to = {}, {}
 
     def _fold_unnamed(self) -> None:
         """A file's lines that name no process (PyTorch's ``[rank3]:[I1129 ...]``: no host, no pid)

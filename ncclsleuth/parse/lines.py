@@ -188,10 +188,10 @@ def _held_elsewhere(ev: E.Event) -> bool:
     and dropped (a ``comm_info`` line sets its communicator's size, an ``Init COMPLETE`` line marks
     its rank, a ring dump becomes a shared order): 79,000 of the 224,000 events of the 8,000-rank
     file.  Putting their text by reference (:meth:`FileParser._detach`: the line's byte offset, a
-    hash of its text) was work for nothing.  A count that is too high only detaches as before; one
-    too low (an interpreter that counts otherwise) leaves a kept event its text, which is what it
-    says read again: results do not depend on it.  Without ``sys.getrefcount`` every event is
-    detached, as before."""
+    hash of its text) was work for nothing.  A count too high only detaches as before; one too low
+    (an interpreter that counts references otherwise) leaves a kept event holding its text instead
+    of its place: the same text, more memory, the same report.  Without ``sys.getrefcount`` every
+    event is detached, as before."""
     return _GETREFCOUNT(ev) > _ALONE
 
 

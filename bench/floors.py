@@ -25,6 +25,13 @@ measured in one run, so that the next change can be sized before it is written:
    the tail; from these and the phases, the least ``--jobs 2`` can take on two cores (every
    piece's parse and replay shared evenly, half the pieces shipped) and the ratio that allows.
 
+5. **By kind of line**: each kind of line that is at least ``KIND_SHARE`` of the log (an NCCL INFO
+   message by its first words, the per-connection lines, the lines that are not NCCL INFO) in a log
+   of its own, built in process (``api.build``, ``--jobs 1``, the best of ``--repeat`` builds in one
+   fresh process): what a line of each kind costs the build, so that a change aimed at one kind can
+   be sized (every kind alone: lines whose meaning depends on lines of another kind, such as a
+   communicator's lines before its Init line, cost what they cost without them).
+
 Wall times are medians of ``--repeat`` rounds; MB is 10^6 bytes.
 """
 from __future__ import annotations
@@ -33,6 +40,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -108,6 +116,74 @@ def derived(log: str, out: str | None = None) -> dict[str, str]:
     with open(mark, "w") as f:
         f.write(stamp)
     return paths
+
+
+#: the least share of a log's lines a kind of line needs to be measured on its own (section 5)
+KIND_SHARE = 0.005
+#: an NCCL INFO message's first two words, what names its kind (digits and signs made ``_``)
+_WORDS = re.compile(rb"[^ \n]+(?: [^ \n]+)?")
+_NOT_LETTERS = re.compile(rb"[^A-Za-z]+")
+
+
+def kind_of(line: bytes) -> str:
+    """The kind of a line for section 5: ``connection`` (a per-connection line), ``not NCCL INFO``,
+    or an NCCL INFO message's first two words with every run of other characters than letters as
+    ``_`` (``Init timings - ...`` -> ``Init_timings``, ``Channel 03/24 : 0 1 2`` -> ``Channel_``)."""
+    at = line.find(INFO)
+    if at < 0:
+        return "not NCCL INFO"
+    if is_conn(line):
+        return "connection"
+    m = _WORDS.match(line, at + len(INFO))
+    words = m.group(0) if m else b""
+    return _NOT_LETTERS.sub(b"_", words).decode("ascii")[:32] or "_"
+
+
+def by_kind(log: str, out: str, share: float = KIND_SHARE) -> dict[str, tuple[str, int]]:
+    """The kinds of line (:func:`kind_of`) that are at least ``share`` of ``log``'s lines, each in a
+    log of its own in folder ``out``: kind -> (path, lines), most lines first."""
+    groups: dict[str, list[bytes]] = {}
+    total = 0
+    with open(log, "rb") as f:
+        for line in f:
+            total += 1
+            groups.setdefault(kind_of(line), []).append(line)
+    os.makedirs(out, exist_ok=True)
+    kept = sorted(((k, v) for k, v in groups.items() if len(v) >= share * total), key=lambda kv: -len(kv[1]))
+    paths: dict[str, tuple[str, int]] = {}
+    for i, (kind, lines) in enumerate(kept):
+        path = os.path.join(out, f"kind-{i:02d}.log")
+        with open(path, "wb") as f:
+            f.writelines(lines)
+        paths[kind] = (path, len(lines))
+    return paths
+
+
+def child_kinds(folder: str, repeat: str = "3") -> dict[str, Any]:
+    """Seconds of the fastest of ``repeat`` ``--jobs 1`` builds of each ``kind-NN.log`` of ``folder``
+    (run in a fresh process: imports, the rule pack and the caches made once, before)."""
+    import gc
+
+    from ncclsleuth import api
+    from ncclsleuth.api import Options
+
+    was_on = gc.isenabled()
+    gc.disable()  # as ``analyze`` builds (a caller's collector is turned on again after)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith("kind-") and n.endswith(".log"))
+        out: dict[str, Any] = {}
+        for name in names:
+            path = os.path.join(folder, name)
+            best = float("inf")
+            for _ in range(int(repeat)):
+                t0 = time.perf_counter()
+                api.build([path], Options(jobs=1))
+                best = min(best, time.perf_counter() - t0)
+            out[name] = best
+        return out
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def count_lines(path: str) -> int:
@@ -312,9 +388,9 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def _child(mode: str, log: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), mode, log], capture_output=True, text=True,
-                       env=env, check=False)
+def _child(mode: str, log: str, env: dict[str, str] | None = None, *more: str) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), mode, log, *more], capture_output=True,
+                       text=True, env=env, check=False)
     if r.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -326,6 +402,18 @@ def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the report
+
+
+def _print_kinds(kinds: dict[str, tuple[str, int]], seconds: dict[str, float], repeat: int, build: float) -> None:
+    """Section 5: each kind's build, slowest first."""
+    print(f"\n## 5. By kind of line (each kind of at least {KIND_SHARE:.1%} of the lines in a log of its own; "
+          f"`--jobs 1` builds in process, the best of {repeat})\n")
+    print("| kind | lines | build s | us a line |")
+    print("|---|---:|---:|---:|")
+    timed = [(kind, n, seconds[os.path.basename(path)]) for kind, (path, n) in kinds.items()]
+    for kind, n, sec in sorted(timed, key=lambda t: -t[2]):
+        print(f"| {kind} | {n:,} | {sec:.3f} | {sec / n * 1e6:.1f} |")
+    print(f"\n{sum(t[2] for t in timed):.2f} s in all, against the whole log's build of {build:.2f} s.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         phases = _median_of([_child("--_phases", log, env) for _ in range(a.repeat)])
         pieces = _median_of([_child("--_pieces", log, env) for _ in range(a.repeat)]) if split else None
         memory = _child("--_memory", log, env)
+        kinds = by_kind(log, os.path.join(tmp, "kinds"))
+        kind_s = _child("--_kinds", os.path.join(tmp, "kinds"), env, str(a.repeat))
     med = {k: statistics.median(v) for k, v in walls.items()}
     print(f"# Floors of {os.path.relpath(log)} (medians of {a.repeat})\n")
     print("## 1. Line classes (`analyze --jobs 1` against the baseline, same rounds)\n")
@@ -392,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if pieces is None:
         print(f"The log is under {2 * PIECE_BYTES / 1e6:.0f} MB: `--jobs 2` parses it whole "
               f"({j2:.2f} s against `--jobs 1`'s {j1:.2f} s).")
+        _print_kinds(kinds, kind_s, a.repeat, phases["build"])
         return 0
     print(f"{pieces['pieces']} pieces; the split's first pass {pieces['split_pass']:.3f} s.\n")
     print("| parse (recorded) | pickle | unpickle | replay | tail | pickled |")
@@ -408,16 +499,18 @@ def main(argv: list[str] | None = None) -> int:
           f"{one:.2f} s in process ({j1:.2f} s measured): at most {one / least:.2f}x (target 1.6x).  "
           f"Were shipping free (no pickle, no unpickle), at least {free:.2f} s: {one / free:.2f}x; what runs once "
           f"(start-up, rules, the rule step, rendering: {serial:.2f} s; the split's first pass; the tail) bounds it.")
+    _print_kinds(kinds, kind_s, a.repeat, phases["build"])
     return 0
 
 
 #: the measurements run in a fresh process each (``python bench/floors.py MODE LOG`` prints their JSON)
-CHILDREN: dict[str, Any] = {"--_phases": child_phases, "--_pieces": child_pieces, "--_memory": child_memory}
+CHILDREN: dict[str, Any] = {"--_phases": child_phases, "--_pieces": child_pieces, "--_memory": child_memory,
+                            "--_kinds": child_kinds}
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] in CHILDREN:
+    if len(sys.argv) in (3, 4) and sys.argv[1] in CHILDREN:
         fn = CHILDREN[sys.argv[1]]
-        print(json.dumps(fn(sys.argv[2])))
+        print(json.dumps(fn(*sys.argv[2:])))
         sys.exit(0)
     sys.exit(main())

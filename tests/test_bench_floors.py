@@ -111,3 +111,29 @@ def test_what_the_model_of_a_small_job_holds(tmp_path):
     assert got["ints"] >= 0 and got["strs"] > 0
     assert any(name in ("CommInit", "InitTimings", "WatchdogTimeout") for name, _ in got["top"])
     assert got["rule_step_peak"] >= got["rule_step_kept"] > 0
+
+
+def test_lines_are_told_by_kind_for_the_cost_of_each():
+    f = _floors()
+    assert f.kind_of(CONN) == f.kind_of(NET) == "connection"
+    assert f.kind_of(RING) == "Channel_"  # a ring dump: an INFO message like any other
+    assert f.kind_of(INFO) == "Connected_all"
+    assert f.kind_of(NOISE) == f.kind_of(QUOTE) == "not NCCL INFO"
+    assert f.kind_of(b"node1:200:300 [1] NCCL INFO Init timings - ncclCommInitRank: rank 3 nranks 8\n") \
+        == "Init_timings"
+    assert f.kind_of(b"node1:200:300 [1] NCCL INFO 24 coll channels, 24 collnet channels\n") == "_coll"
+
+
+def test_each_kind_of_line_gets_a_log_of_its_own_and_its_build_time(tmp_path):
+    f = _floors()
+    log = tmp_path / "job.log"
+    log.write_bytes(CONN * 30 + NOISE * 50 + INFO * 19 + RING)  # 100 lines, the ring dump 1 of them
+    kinds = f.by_kind(str(log), str(tmp_path / "kinds"), share=0.05)
+    assert list(kinds) == ["not NCCL INFO", "connection", "Connected_all"]  # most lines first; the ring dump under 5%
+    for kind, (path, n) in kinds.items():
+        lines = Path(path).read_bytes().splitlines(keepends=True)
+        assert len(lines) == n and {f.kind_of(x) for x in lines} == {kind}
+    seconds = f.child_kinds(str(tmp_path / "kinds"), "1")
+    assert gc.isenabled()  # the collector as it was
+    assert set(seconds) == {Path(p).name for p, _ in kinds.values()}
+    assert all(isinstance(s, float) and s > 0 for s in seconds.values())

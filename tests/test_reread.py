@@ -485,6 +485,9 @@ def test_only_events_something_holds_are_given_their_place(tmp_path, monkeypatch
         return L._held_elsewhere(ev)  # type: ignore[arg-type]  # noqa: SLF001
 
     assert (alone(), kept()) == (False, True)
+    monkeypatch.setattr(L, "_GETREFCOUNT", None)  # an interpreter without it: every event detached
+    assert (alone(), kept()) == (True, True)
+    monkeypatch.undo()
     monkeypatch.setattr(reread, "_PATHS", {})
     monkeypatch.setattr(reread, "ENABLED", True)
     detached: list[str] = []

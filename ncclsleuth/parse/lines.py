@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import field
 from functools import partial
 from typing import Any, Protocol
@@ -168,16 +168,20 @@ class ParseStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+#: ``sys.getrefcount``; None where the interpreter has none (not CPython)
+_GETREFCOUNT: Callable[[object], int] | None = getattr(sys, "getrefcount", None)
+
+
 def _count_of_a_local() -> int:
-    """What ``sys.getrefcount`` says of an object that only a local variable of its caller holds."""
+    """What ``sys.getrefcount`` says of an object that only a local variable of its caller holds
+    (0 without it)."""
     obj = object()
-    return sys.getrefcount(obj)
+    return 0 if _GETREFCOUNT is None else _GETREFCOUNT(obj)
 
 
 #: :func:`_held_elsewhere`'s count of an event that only its caller's local variable holds (that
 #: local, the argument, ``getrefcount``'s own: 3 on CPython 3.11), measured here, not assumed
 _ALONE = _count_of_a_local() + 1
-_GETREFCOUNT = getattr(sys, "getrefcount", lambda _ev: _ALONE + 1)
 
 
 def _held_elsewhere(ev: E.Event) -> bool:
@@ -192,7 +196,7 @@ def _held_elsewhere(ev: E.Event) -> bool:
     (an interpreter that counts references otherwise) leaves a kept event holding its text instead
     of its place: the same text, more memory, the same report.  Without ``sys.getrefcount`` every
     event is detached, as before."""
-    return _GETREFCOUNT(ev) > _ALONE
+    return _GETREFCOUNT is None or _GETREFCOUNT(ev) > _ALONE
 
 
 def _utf8_ref(block: str, start: int, line: str, char: int, byte: int) -> tuple[int | None, int, int]:

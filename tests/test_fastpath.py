@@ -320,7 +320,7 @@ def test_connection_texts_forgotten_by_generation_leave_the_model_as_kept_ones(t
     monkeypatch.setattr(J.JobModel, "_rotate", lambda self: rotated.append(len(self._conn_n)) or real(self))
     monkeypatch.setattr(J, "MAX_CONN_TEXTS", texts)
     assert _model_state(text, monkeypatch, True) == kept == _model_state(text, monkeypatch, False)
-    assert len(rotated) > 2 + 10 // texts  # past settle's two, while the file was read
+    assert len(rotated) > 2 + 10 // texts  # while the file was read (settle folds both generations itself)
     assert kept[1] and any(hops for _, hops, _ in kept[1])  # hops were counted to compare
 
 

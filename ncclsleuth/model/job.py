@@ -879,27 +879,35 @@ class JobModel:
         """End of a file: fold the connection lines counted by :meth:`conn_seen`, and the lines that
         name no process into the one process the file names (:meth:`_fold_unnamed`)."""
         self._fold_unnamed()
-        self._rotate()
-        self._rotate()
+        self._fold_conns(self._old_n, self._old_to)
+        self._fold_conns(self._conn_n, self._conn_to)
+        self._old_n, self._old_to, self._conn_n, self._conn_to = {}, {}, {}, {}
         self._hp.clear()
 
     def _rotate(self) -> None:
         """Fold the connection texts of the generation before (:data:`MAX_CONN_TEXTS`) and make the
         current one the generation before.
 
-        Folding adds a text's later lines to what its first line was counted in (its communicator's
-        transport and hop, its process's NET and GDR counts), so when it happens changes nothing;
-        and a folded text met again is counted as its first line was (:meth:`add_conn_first`), as the
-        parser without the fast path counts every line.  Why: the one file of an 8,000-rank job
-        held its 16,993 texts, ~2 a rank, to its end (4.1 MB of the build's peak of traced objects);
-        held a generation at a time, the texts of the ranks still printing stay, and 5,773 of its
-        408,000 connection lines (a communicator's two lines printed apart from its other 22) were
-        counted again as first lines."""
+        A folded text met again is counted as its first line was (:meth:`add_conn_first`), as the
+        parser without the fast path counts every line.  Why generations: the one file of an
+        8,000-rank job held its 16,993 texts, ~2 a rank, to its end (4.1 MB of the build's peak of
+        traced objects); held a generation at a time, the texts of the ranks still printing stay,
+        and 5,773 of its 408,000 connection lines (a communicator's two lines printed apart from its
+        other 22) were counted again as first lines."""
+        self._fold_conns(self._old_n, self._old_to)
+        self._old_n, self._old_to = self._conn_n, self._conn_to
+        self._conn_n, self._conn_to = {}, {}
+
+    def _fold_conns(self, counts: dict[tuple[str | None, str, str], int],
+                    into: dict[tuple[str | None, str, str], tuple[Process, Comm, int, str, bool, bool]]) -> None:
+        """Add the later lines of each connection text (``counts``, :meth:`conn_seen`) to what its
+        first line was counted in (``into``: its communicator's transport and hop, its process's NET
+        and GDR counts): sums, so when a fold happens changes nothing."""
         total = 0
-        for k, n in self._old_n.items():
+        for k, n in counts.items():
             if not n:
                 continue
-            p, c, hop, label, is_net, gdr = self._old_to[k]
+            p, c, hop, label, is_net, gdr = into[k]
             total += n
             c.transports[label] += n
             c.hops[hop] += n * HOP_LINE
@@ -908,8 +916,6 @@ class JobModel:
                 p.gdr_conns += n * gdr
         if total:
             self.kind_counts["channel_conn"] += total
-        self._old_n, self._old_to = self._conn_n, self._conn_to
-        self._conn_n, self._conn_to = {}, {}
 
     def _fold_unnamed(self) -> None:
         """A file's lines that name no process (PyTorch's ``[rank3]:[I1129 ...]``: no host, no pid)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from array import array
-from bisect import bisect_left
 from collections.abc import Container, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -248,23 +247,7 @@ class Explained(Container[tuple[str, int]]):
         ids = self._ids
         if ids is None:
             return [ev for ev in evs if (ev.source, ev.line) not in self]
-        # ``_holds`` and ``holds`` written out: two Python calls an event and one an array were
-        # most of the time (54,000 problem lines of the 8,000-rank file, asked twice: 0.17 s)
-        arrays = [(keys, len(keys)) for keys in self._arrays]
-        key = ids.key
-        out: list[Event] = []
-        for ev in evs:
-            k = key(ev.source, ev.line)
-            if k is not None:
-                for keys, n in arrays:
-                    i = bisect_left(keys, k)
-                    if i < n and keys[i] == k:
-                        break
-                else:
-                    out.append(ev)
-                continue
-            out.append(ev)
-        return out
+        return [ev for ev in evs if not self._holds(ids.key(ev.source, ev.line))]
 
 
 def explained_by(findings: Iterable[Finding]) -> Explained:

@@ -698,3 +698,16 @@ def test_stores_read_whole_by_load_all_look_up_without_reading_a_file(monkeypatc
     ns: dict = {}
     exec(compiled.compile(src, "<t>"), ns)  # noqa: S102
     assert ns["f"]() == "whole" and compiled._used == {cache.code_key(src)}
+
+
+def test_a_proc_files_field_is_read_by_its_key(tmp_path):
+    """``util.proc_field``: the value after a key in a /proc-style file (the rule step's helper reads
+    VmRSS and MemAvailable with it, the atomic writer the umask); None for a missing key or file."""
+    from ncclsleuth.util import proc_field
+
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nUmask:\t0022\nVmRSS:\t  104212 kB\nEmpty:\n", encoding="ascii")
+    assert proc_field(str(status), "VmRSS:") == "104212"
+    assert proc_field(str(status), "Umask:") == "0022"
+    assert proc_field(str(status), "Empty:") is None and proc_field(str(status), "VmHWM:") is None
+    assert proc_field(str(tmp_path / "none"), "VmRSS:") is None

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..model.job import JobModel
-from ..util import Spread
+from ..util import Spread, proc_field
 
 #: the least processes and kept events a model holds for the helper to pay off: a fork, the
 #: helper's findings pickled and read back cost ~10-30 ms; on the 8,000-rank file (86,000) the
@@ -62,11 +62,5 @@ def _room() -> bool:
 
 def _kib(path: str, key: str) -> int | None:
     """The kB value of line ``key`` of a /proc file (None where there is none)."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    got = proc_field(path, key)
+    return int(got) if got is not None and got.isdigit() else None

@@ -1,5 +1,5 @@
 """Helpers every stage may use: the per-user cache folder and its files, the gc pause, the
-listing of a YAML data folder, the bounded tables."""
+listing of a YAML data folder, the bounded tables, a field of a /proc file."""
 from __future__ import annotations
 
 import os
@@ -22,6 +22,20 @@ def bounded_put(table: dict[Any, V], bound: int, key: Any, value: V) -> V:
         table.clear()
     table[key] = value
     return value
+
+
+def proc_field(path: str, key: str) -> str | None:
+    """The first value after ``key`` (``"VmRSS:"``) on its line of a Linux /proc file such as
+    ``/proc/self/status`` or ``/proc/meminfo``; None where the file or the line is not there."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith(key):
+                    parts = line.split()
+                    return parts[1] if len(parts) > 1 else None
+    except OSError:
+        pass
+    return None
 
 
 def yaml_files(folder: str | os.PathLike[str]) -> list[str]:

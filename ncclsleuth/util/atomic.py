@@ -18,16 +18,17 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 
+from . import proc_field
+
 
 def _umask() -> int:
     """The process's umask, without changing it (Linux: /proc; elsewhere the usual set-and-restore)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
+    got = proc_field("/proc/self/status", "Umask:")
+    if got is not None:
+        try:
+            return int(got, 8)
+        except ValueError:
+            pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

@@ -142,48 +142,44 @@ def kind_of(line: bytes) -> str:
 def by_kind(log: str, out: str, share: float = KIND_SHARE) -> dict[str, tuple[str, int]]:
     """The kinds of line (:func:`kind_of`) that are at least ``share`` of ``log``'s lines, each in a
     log of its own in folder ``out``: kind -> (path, lines), most lines first."""
-    groups: dict[str, list[bytes]] = {}
-    total = 0
-    with open(log, "rb") as f:
-        for line in f:
-            total += 1
-            groups.setdefault(kind_of(line), []).append(line)
+    from collections import Counter
+
+    with open(log, "rb") as f:  # first the counts (the log is not held: the 8k one is 105 MB)
+        counts = Counter(kind_of(line) for line in f)
+    total = sum(counts.values())
+    kept = [(k, n) for k, n in counts.most_common() if n >= share * total]
     os.makedirs(out, exist_ok=True)
-    kept = sorted(((k, v) for k, v in groups.items() if len(v) >= share * total), key=lambda kv: -len(kv[1]))
-    paths: dict[str, tuple[str, int]] = {}
-    for i, (kind, lines) in enumerate(kept):
-        path = os.path.join(out, f"kind-{i:02d}.log")
-        with open(path, "wb") as f:
-            f.writelines(lines)
-        paths[kind] = (path, len(lines))
+    paths = {kind: (os.path.join(out, f"kind-{i:02d}.log"), n) for i, (kind, n) in enumerate(kept)}
+    outs = {kind: open(path, "wb") for kind, (path, _) in paths.items()}  # noqa: SIM115 - closed below
+    try:
+        with open(log, "rb") as f:
+            for line in f:
+                o = outs.get(kind_of(line))
+                if o is not None:
+                    o.write(line)
+    finally:
+        for o in outs.values():
+            o.close()
     return paths
 
 
 def child_kinds(folder: str, repeat: str = "3") -> dict[str, Any]:
     """Seconds of the fastest of ``repeat`` ``--jobs 1`` builds of each ``kind-NN.log`` of ``folder``
     (run in a fresh process: imports, the rule pack and the caches made once, before)."""
-    import gc
-
     from ncclsleuth import api
     from ncclsleuth.api import Options
+    from ncclsleuth.util.gcpause import paused
 
-    was_on = gc.isenabled()
-    gc.disable()  # as ``analyze`` builds (a caller's collector is turned on again after)
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith("kind-") and n.endswith(".log"))
-        out: dict[str, Any] = {}
-        for name in names:
-            path = os.path.join(folder, name)
+    out: dict[str, Any] = {}
+    with paused():  # as ``analyze`` builds (a caller's collector is turned on again after)
+        for name in sorted(n for n in os.listdir(folder) if n.startswith("kind-") and n.endswith(".log")):
             best = float("inf")
             for _ in range(int(repeat)):
                 t0 = time.perf_counter()
-                api.build([path], Options(jobs=1))
+                api.build([os.path.join(folder, name)], Options(jobs=1))
                 best = min(best, time.perf_counter() - t0)
             out[name] = best
-        return out
-    finally:
-        if was_on:
-            gc.enable()
+    return out
 
 
 def count_lines(path: str) -> int:
@@ -254,15 +250,10 @@ def child_pieces(log: str, piece_bytes: int | None = None) -> dict[str, Any]:
     """``--jobs 2``'s pieces of ``log`` taken here one after another: parse (recorded), pickle,
     unpickle, replay; the tail; and the split's own first pass (run in a fresh process;
     ``piece_bytes``: the split's piece size, its own by default)."""
-    import gc
+    from ncclsleuth.util.gcpause import paused
 
-    was_on = gc.isenabled()
-    gc.disable()  # as in ``analyze`` (a caller's collector is turned on again after)
-    try:
+    with paused():  # as in ``analyze`` (a caller's collector is turned on again after)
         return _pieces(log, piece_bytes)
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _pieces(log: str, piece_bytes: int | None) -> dict[str, Any]:
@@ -317,15 +308,13 @@ def child_memory(log: str) -> dict[str, Any]:
     collector tracks, by type (``sys.getsizeof``, headers included), with the ints and strings they
     refer to (untracked: counted once each); then what the rule step allocates on top
     (``tracemalloc`` around it alone)."""
-    import gc
     import tracemalloc
 
     from ncclsleuth import api
     from ncclsleuth.api import Options
+    from ncclsleuth.util.gcpause import paused
 
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         options = Options(jobs=1)
         rules = api.load_rules(options)
         before = _heap()
@@ -337,9 +326,6 @@ def child_memory(log: str) -> dict[str, Any]:
         api.diagnose(built.model, rules, [n.to_dict() for n in built.notices])
         kept, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    finally:
-        if was_on:
-            gc.enable()
     grown = {k: after[0][k] - before[0].get(k, 0) for k in after[0]}
     top = sorted(((k, v / 1e6) for k, v in grown.items() if v > 0), key=lambda kv: -kv[1])[:8]
     return {"rss_build": rss, "objects": sum(grown.values()) / 1e6, "events": (after[1] - before[1]) / 1e6,

@@ -23,7 +23,10 @@ measured in one run, so that the next change can be sized before it is written:
    cuts it) parsed here with its recorder, its result pickled and unpickled (a worker's piece
    crosses a pipe), replayed into the file's model in order, and the file's end read again for
    the tail; from these and the phases, the least ``--jobs 2`` can take on two cores (every
-   piece's parse and replay shared evenly, half the pieces shipped) and the ratio that allows.
+   piece's parse and replay shared evenly, half the pieces shipped) and the ratio that allows;
+   and the least ``--jobs N`` can take on machines of more cores (:func:`least_with`): every
+   piece is replayed and every shipped piece unpickled by the lead process, in order, which
+   bounds what more cores give one file.
 
 5. **By kind of line**: each kind of line that is at least ``KIND_SHARE`` of the log (an NCCL INFO
    message by its first words, the per-connection lines, the lines that are not NCCL INFO) in a log
@@ -476,8 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {pieces['parse']:.2f} s | {pieces['pickle']:.2f} s | {pieces['unpickle']:.2f} s | "
           f"{pieces['replay']:.2f} s | {pieces['tail']:.2f} s | {pieces['bytes'] / 1e6:.0f} MB |")
     serial = phases["import"] + phases["rules"] + phases["diagnose"] + phases["render"]
-    shared = (pieces["parse"] + pieces["replay"] + (pieces["pickle"] + pieces["unpickle"]) / 2) / 2
-    least = serial + pieces["split_pass"] + shared + pieces["tail"]
+    least = least_with(2, phases, pieces)
     one = serial + phases["build"]
     free = serial + pieces["split_pass"] + (pieces["parse"] + pieces["replay"]) / 2 + pieces["tail"]
     print(f"\nOn two cores, with every piece's parse and replay shared evenly and half the pieces shipped, "
@@ -485,8 +487,54 @@ def main(argv: list[str] | None = None) -> int:
           f"{one:.2f} s in process ({j1:.2f} s measured): at most {one / least:.2f}x (target 1.6x).  "
           f"Were shipping free (no pickle, no unpickle), at least {free:.2f} s: {one / free:.2f}x; what runs once "
           f"(start-up, rules, the rule step, rendering: {serial:.2f} s; the split's first pass; the tail) bounds it.")
+    _print_cores(phases, pieces, one)
     _print_kinds(kinds, kind_s, a.repeat, phases["build"])
     return 0
+
+
+#: the machines ``_print_cores`` projects ``--jobs N`` on (a GPU node has 16 to 128 cores)
+CORES = (2, 4, 8, 16, 64)
+
+
+def least_with(n: int, phases: dict[str, float], pieces: dict[str, Any]) -> float:
+    """The least ``--jobs n`` can take on ``n`` cores, from the measured parts: what runs once
+    (start-up, rules, the rule step, rendering, the split's first pass, the tail) and the pieces,
+    shared among the ``k <= n`` processes that take least (:func:`_pieces_with`)."""
+    once = phases["import"] + phases["rules"] + phases["diagnose"] + phases["render"] + pieces["split_pass"] \
+        + pieces["tail"]
+    return once + min(_pieces_with(k, pieces) for k in range(2, max(n, 2) + 1))
+
+
+def _pieces_with(k: int, pieces: dict[str, Any]) -> float:
+    """The least the pieces take among ``k`` processes (the lead and ``k - 1`` workers).
+
+    Every piece is replayed into the file's model by the lead process, in order
+    (``parallel.split.Assembler``), and the pieces the workers parsed (``(k - 1) / k`` of them,
+    shared evenly) are unpickled there: that much is the lead's alone.  The rest (parsing every
+    piece, pickling the shipped ones) is shared; the lead takes pieces to parse when it is free.
+    So the pieces take at least the longer of the lead's own share and an even share of all of
+    it; more processes ship more pieces to the lead, so past some ``k`` they take longer.  At
+    ``k`` = 2 this is the even share: (parse + replay + (pickle + unpickle) / 2) / 2."""
+    shipped = (k - 1) / k
+    lead = pieces["replay"] + pieces["unpickle"] * shipped
+    even = (pieces["parse"] + pieces["replay"] + (pieces["pickle"] + pieces["unpickle"]) * shipped) / k
+    return max(lead, even)
+
+
+def _print_cores(phases: dict[str, float], pieces: dict[str, Any], one: float) -> None:
+    """``least_with`` on machines of more cores: how far ``--jobs`` (the cores, by default) can take one file."""
+    print("\nOn more cores (`--jobs` is the machine's cores by default), from the same parts:\n")
+    print("| cores | least `--jobs N` s | at most x `--jobs 1` | the lead's replay and unpickling s (all N used) |")
+    print("|---:|---:|---:|---:|")
+    for n in CORES:
+        t = least_with(n, phases, pieces)
+        lead = pieces["replay"] + pieces["unpickle"] * (n - 1) / n
+        print(f"| {n} | {t:.2f} | {one / t:.2f}x | {lead:.2f} |")
+    best = least_with(CORES[-1], phases, pieces)
+    print(f"\nHowever many cores: at least {best:.2f} s, {one / best:.2f}x: the lead replays every piece into the "
+          f"model ({pieces['replay']:.2f} s) and reads back what the workers parsed (up to "
+          f"{pieces['unpickle']:.2f} s), one piece after another, and runs the rule step.  Past that, the workers "
+          f"must build the model (per-piece models merged, not every line's work replayed in one process).")
 
 
 #: the measurements run in a fresh process each (``python bench/floors.py MODE LOG`` prints their JSON)

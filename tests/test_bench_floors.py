@@ -137,3 +137,22 @@ def test_each_kind_of_line_gets_a_log_of_its_own_and_its_build_time(tmp_path):
     assert gc.isenabled()  # the collector as it was
     assert set(seconds) == {Path(p).name for p, _ in kinds.values()}
     assert all(isinstance(s, float) and s > 0 for s in seconds.values())
+
+
+def test_more_cores_are_bounded_by_what_the_lead_process_does_alone():
+    f = _floors()
+    phases = {"import": 0.04, "rules": 0.02, "diagnose": 1.3, "render": 0.05, "build": 7.6}
+    pieces = {"split_pass": 0.001, "tail": 0.2, "parse": 4.68, "pickle": 0.72, "unpickle": 0.75, "replay": 1.63}
+    once = 0.04 + 0.02 + 1.3 + 0.05 + 0.001 + 0.2
+    # two cores: the even share of every piece's parse and replay, half of them shipped
+    assert f.least_with(2, phases, pieces) == pytest.approx(once + (4.68 + 1.63 + (0.72 + 0.75) / 2) / 2)
+    # four: the lead's replay of every piece and unpickling of the three quarters shipped outweigh
+    # an even share (1.85 s); more processes would ship it more to unpickle, so 64 cores do no better
+    assert f.least_with(4, phases, pieces) == pytest.approx(once + 1.63 + 0.75 * 3 / 4)
+    assert f.least_with(64, phases, pieces) == f.least_with(4, phases, pieces)
+    walls = [f.least_with(n, phases, pieces) for n in (2, 3, 4, 8, 16, 64)]
+    assert walls == sorted(walls, reverse=True)
+    assert walls[-1] > once + 1.63  # never below the replay
+    # a lead whose replay outweighs the even share already at two cores is bounded by it there too
+    heavy = dict(pieces, replay=9.0, parse=1.0)
+    assert f.least_with(2, phases, heavy) == pytest.approx(once + 9.0 + 0.75 / 2)

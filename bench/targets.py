@@ -2,7 +2,7 @@
 
   python bench/targets.py                     every check (~6 min on 2 cores once the logs exist;
                                               generating them takes ~1.5 min the first time)
-  python bench/targets.py --only 8k,noise     some checks (8k, 16k, per-rank, noise, cold; 100k on demand)
+  python bench/targets.py --only 8k,noise     some checks (8k, 16k, per-rank, noise, cold; 100k, 8k-5m on demand)
   python bench/targets.py --before "start=env PYTHONPATH=/tmp/base python -m ncclsleuth"
                                               ... and another build in the same run, alternating
 
@@ -19,6 +19,10 @@ The checks and their targets:
   100k      (only when asked for: ~5.5 GB of logs, ~5 min to generate, ~6 min to run) the
             100,000-rank job itself, the 16k job's mix: peak RSS of ``--jobs 1`` and ``--jobs 2``
             measured, against the same 1 GB, and their wall times
+  8k-5m     (only when asked for: 460 MB of log, ~15 s to generate) the 8k job's 8,000 ranks in
+            one file of 5M lines, ~51% NCCL (64 channels, 3 communicators): no target of its own;
+            ``--jobs 1`` against the baseline, ``--jobs 2`` against ``--jobs 1``, and the peak RSS,
+            which beside the 8k job's says what the lines (not the ranks) cost
   noise     the issue's noise-dominated job: 1M lines, 64 per-rank files, 1.2% NCCL (``bench/run.py``'s
             default job): ``--jobs 1`` >= 0.6x the baseline
   cold      a 200-line paste (the end of a 16-rank desync): ``analyze`` <= 4x ``python -c pass``,
@@ -77,10 +81,14 @@ LOGS: dict[str, dict[str, Any]] = {
     # the issue's first row: bench/run.py's default job (64 ranks, 3 communicators, 1.2% NCCL lines)
     "100k": {"ranks": 100_000, "comms": 3, "channels": 32, "lines": 100_000 * 610, "layout": "per-rank-files"},
     "noise": {"ranks": 64, "comms": 3, "channels": 32, "lines": 1_000_000, "layout": "per-rank-files"},
+    # the issue's third row (5M lines of an 8,000-rank one-file job, 396 MiB then): the same ranks as
+    # the 8k job with 64 channels and 3 communicators, ~51% NCCL lines; against the 8k job, what
+    # four million more lines cost (the memory is to stay the ranks')
+    "8k-5m": {"ranks": 8000, "comms": 3, "channels": 64, "lines": 5_000_000, "layout": "one-file"},
 }
 CHECKS = ("8k", "16k", "per-rank", "noise", "cold")
 #: checks run only when ``--only`` names them
-ON_DEMAND = ("100k",)
+ON_DEMAND = ("100k", "8k-5m")
 #: ranks of the projected job
 PROJECTED_RANKS = 100_000
 
@@ -228,6 +236,26 @@ def check_16k(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list
         rows.append(["16k", "reports identical (every build)", "same bytes", "same" if same else "DIFFERENT",
                      _met(same)])
     return rows
+
+
+def check_lines(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
+    """The 8,000 ranks of the 8k job in a file of five times its lines: no target of its own; its
+    peak beside the 8k job's says whether memory grows with lines rather than ranks."""
+    rd = against_baseline("8k-5m", tools, repeat, tmp)
+    rows = []
+    for name, _ in tools:
+        j1, j2 = rd.median(f"{name} --jobs 1"), rd.median(f"{name} --jobs 2")
+        base = rd.median("baseline")["wall"]
+        rows += [
+            [f"8k-5m {name}", "`--jobs 1` / baseline", "",
+             f"{base / j1['wall']:.2f}x ({rd.walls(name + ' --jobs 1')} s; baseline {rd.walls('baseline')} s)", ""],
+            [f"8k-5m {name}", "`--jobs 2` / `--jobs 1`", "", f"{j1['wall'] / j2['wall']:.2f}x "
+             f"({rd.walls(name + ' --jobs 2')} s)", ""],
+            [f"8k-5m {name}", "peak RSS: every run / after the first, `--jobs 1` / `--jobs 2`", "",
+             f"{max(rd.rss_mb(f'{name} --jobs 1'), rd.rss_mb(f'{name} --jobs 2')):.0f} MB / "
+             + " / ".join(f"{rd.rss_mb(f'{name} --jobs {j}', warm=True):.0f} MB" for j in (1, 2)), ""],
+        ]
+    return rows + [same_row("8k-5m", tools, rd)]
 
 
 def check_per_rank(tools: list[tuple[str, list[str]]], repeat: int, tmp: str) -> list[list[str]]:
@@ -398,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows += check_noise(tools, a.repeat, tmp)
             elif check == "100k":
                 rows += check_100k(tools, tmp)
+            elif check == "8k-5m":
+                rows += check_lines(tools, a.repeat, tmp)
             else:
                 rows += check_cold(tools, a.cold_runs, tmp)
     load = os.getloadavg()

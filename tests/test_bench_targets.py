@@ -39,7 +39,10 @@ def test_every_check_has_its_logs_or_is_the_paste():
     assert t.LOGS["8k"]["layout"] == "one-file" and t.LOGS["8k"]["ranks"] == 8000
     assert t.LOGS["16k"]["ranks"] == 16384 and t.LOGS["16k"]["lines"] == 10_000_000
     # the projected job, measured on demand only (not part of a default run): the 16k job's mix
-    assert t.ON_DEMAND == ("100k",) and "100k" not in t.CHECKS
+    assert t.ON_DEMAND == ("100k", "8k-5m") and not set(t.ON_DEMAND) & set(t.CHECKS)
+    # the 8k job's ranks in five times its lines: what lines, not ranks, cost
+    assert t.LOGS["8k-5m"]["ranks"] == t.LOGS["8k"]["ranks"] and t.LOGS["8k-5m"]["layout"] == "one-file"
+    assert t.LOGS["8k-5m"]["lines"] == 5 * t.LOGS["8k"]["lines"]
     big, mix = t.LOGS["100k"], t.LOGS["r4096"]
     assert big["ranks"] == t.PROJECTED_RANKS and big["lines"] // big["ranks"] == mix["lines"] // mix["ranks"]
     assert {k: v for k, v in big.items() if k not in ("ranks", "lines")} == \
@@ -106,3 +109,30 @@ def test_per_rank_slope_is_of_warm_runs_of_both_jobs(monkeypatch, tmp_path):
     assert calls[:2] == [("warm-up", "r2048"), ("warm-up", "r4096")]
     assert all(kind == "measured" for kind, _ in calls[2:]) and len(calls) == 4
     assert rows[0][3].startswith("61 / 102 MB")
+
+
+def test_lines_check_reports_the_5m_job_against_the_baseline_and_its_peak(monkeypatch, tmp_path):
+    t = _targets()
+    monkeypatch.setattr(t, "logs", lambda name: name)
+    monkeypatch.setattr(t.R, "warm", lambda paths: 0)
+    walls = {"baseline": 4.0, "head --jobs 1": 16.0, "head --jobs 2": 8.0}
+    peaks = iter([130_000, 120_000, 110_000, 118_000])  # kB: --jobs 1, --jobs 2, then warm --jobs 1, --jobs 2
+
+    def measured(self, name, cmd, keep=True):  # type: ignore[no-untyped-def]
+        assert self.path == "8k-5m"
+        rss = 0 if name == "baseline" else next(peaks)
+        self.runs.setdefault(name, []).append({"wall": walls[name], "cpu": walls[name], "rss_kb": rss})
+        if keep:
+            out = tmp_path / f"{name.replace(' ', '_')}.json"
+            out.write_text("{}")
+            self.outputs.setdefault(name, str(out))
+
+    monkeypatch.setattr(t.Round, "measure", measured)
+    rows = t.check_lines([("head", ["ncclsleuth"])], 2, str(tmp_path))
+    assert [r[1] for r in rows] == ["`--jobs 1` / baseline", "`--jobs 2` / `--jobs 1`",
+                                    "peak RSS: every run / after the first, `--jobs 1` / `--jobs 2`",
+                                    "reports identical (`--jobs 1`, `--jobs 2`, every build)"]
+    assert rows[0][3].startswith("0.25x (16.00-16.00 s; baseline 4.00-4.00 s)")
+    assert rows[1][3].startswith("2.00x")
+    assert rows[2][3] == f"{130_000 * 1024 / 1e6:.0f} MB / {110_000 * 1024 / 1e6:.0f} MB / {118_000 * 1024 / 1e6:.0f} MB"
+    assert rows[3][3] == "same"

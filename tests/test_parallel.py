@@ -587,3 +587,20 @@ class _NoClaimsAfter:
 
     def next(self, workers_gone=None):  # type: ignore[no-untyped-def]
         return self.left.pop(0) if self.left else None
+
+
+def test_a_run_parsed_here_leaves_the_collector_as_it_was():
+    """The lead parses runs too: the collector is paused around a run, not turned off for good (it
+    stayed off after ``parallel_results``, and a later test that asserted it on failed)."""
+    import gc
+
+    files = discover([str(ROOT / "fixtures" / "examples" / "desync-16")]).files
+    assert gc.isenabled()
+    P._parse_task((files[:2], False, frozenset()))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        P._parse_task((files[:1], False, frozenset()))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

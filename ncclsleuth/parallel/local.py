@@ -8,7 +8,6 @@ tracks (``model.merge.fits``): a run that would meet one is merged file by file 
 """
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Callable, Iterator
 
@@ -17,6 +16,7 @@ from ..model.build import parse_one, worker_cache
 from ..model.job import JobModel
 from ..model.merge import merge
 from ..parse.anchors import PREFILTER_BYTES
+from ..util.gcpause import paused
 from .forked import available, run_in_order
 
 #: below this many input bytes one process is faster than starting workers
@@ -43,15 +43,17 @@ def worth_parallel(files: list[InputFile], jobs: int) -> bool:
 def _parse_task(args: tuple[list[InputFile], bool, frozenset[str]]) -> Result:
     """Worker task: a contiguous run of files merged into one model before it is sent back."""
     files, cache, drop = args
-    gc.disable()  # as in the parent: acyclic events, collection passes are pure overhead here
     model = JobModel(drop)
     notices: list[Notice] = []
     read = 0
-    for inp in files:
-        part, file_notices, ok = parse_one(inp, cache, drop=drop)
-        merge(model, part)
-        notices.extend(file_notices)
-        read += int(ok)
+    # as in the parent: acyclic events, collection passes are pure overhead; paused, not turned off:
+    # the lead runs this too, and a caller's collector is as it was after (it stayed off)
+    with paused():
+        for inp in files:
+            part, file_notices, ok = parse_one(inp, cache, drop=drop)
+            merge(model, part)
+            notices.extend(file_notices)
+            read += int(ok)
     return model, notices, read
 
 

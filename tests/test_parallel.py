@@ -604,3 +604,27 @@ def test_a_run_parsed_here_leaves_the_collector_as_it_was():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_handed_result_is_not_held_while_the_next_is_computed():
+    """The results generator keeps no reference to what it handed on: the caller's replay of a piece
+    frees it (a local of ``_collect`` held each piece through the parse of the next)."""
+    import weakref
+
+    from ncclsleuth.parallel.forked import _collect, _Inbox
+
+    class Result:
+        pass
+
+    made: list[weakref.ref] = []
+    alive_when_computing: list[int] = []
+
+    def work(i: int) -> Result:
+        alive_when_computing.append(sum(r() is not None for r in made))
+        got = Result()
+        made.append(weakref.ref(got))
+        return got
+
+    for got in _collect(3, work, _NoClaimsAfter(2), _Inbox([])):  # type: ignore[arg-type]
+        del got  # what the caller does once it has replayed a piece
+    assert alive_when_computing == [0, 0, 0]

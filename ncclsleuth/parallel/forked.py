@@ -276,8 +276,12 @@ def _collect(n: int, work: Callable[[int], Any], claims: Claims, inbox: _Inbox) 
                 ready[k] = work(k)
             else:
                 inbox.receive(_LOCK_CHECK_S, ready)
-        got = ready.pop(k)
-        yield got.load() if type(got) is _Pickled else got
+        yield _handed(ready.pop(k))  # no local of this frame holds it while the next is computed
+
+
+def _handed(got: Any) -> Any:
+    """A result as it is handed on: read back where it came pickled from a worker."""
+    return got.load() if type(got) is _Pickled else got
 
 
 #: the pipe size asked for on Linux (its default is 64 KB; unprivileged processes may ask up

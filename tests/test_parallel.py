@@ -534,61 +534,6 @@ def test_a_worker_that_does_not_finish_saving_is_stopped(tmp_path, monkeypatch):
     assert not list(marks.iterdir())
 
 
-#: what this process unpickled, in order (a :class:`_Counted` reports itself here when read back)
-_READ_BACK: list[int] = []
-
-
-def _read_back(i: int) -> int:
-    _READ_BACK.append(i)
-    return i
-
-
-class _Counted:
-    """A result that says when it is unpickled."""
-
-    def __init__(self, i: int) -> None:
-        self.i = i
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return _read_back, (self.i,)
-
-
-def test_a_result_waiting_for_its_turn_stays_pickled_until_handed_on():
-    """Results arrive in any order and wait in input order: each is read back (unpickled) when it
-    is handed on, so the lead holds a waiting piece as its bytes, not as its objects."""
-    import pickle
-
-    from ncclsleuth.parallel.forked import _HEADER, _collect, _Inbox
-
-    r, w = os.pipe()
-    try:
-        frames = b"".join(_HEADER.pack(i, len(d)) + d for i in (2, 1)
-                          for d in [pickle.dumps(_Counted(i), protocol=pickle.HIGHEST_PROTOCOL)])
-        os.write(w, frames)
-        os.close(w)
-        w = -1
-        inbox = _Inbox([r])
-        _READ_BACK.clear()
-        results = _collect(3, lambda i: f"here {i}", _NoClaimsAfter(0), inbox)  # type: ignore[arg-type]
-        assert next(results) == "here 0"  # computed here, never pickled
-        assert _READ_BACK == []  # both frames are in, neither read back
-        assert next(results) == 1 and _READ_BACK == [1]
-        assert next(results) == 2 and _READ_BACK == [1, 2]
-    finally:
-        if w >= 0:
-            os.close(w)
-
-
-class _NoClaimsAfter:
-    """Claims that hand out the indices up to ``last`` and then none."""
-
-    def __init__(self, last: int) -> None:
-        self.left = list(range(last + 1))
-
-    def next(self, workers_gone=None):  # type: ignore[no-untyped-def]
-        return self.left.pop(0) if self.left else None
-
-
 def test_a_run_parsed_here_leaves_the_collector_as_it_was():
     """The lead parses runs too: the collector is paused around a run, not turned off for good (it
     stayed off after ``parallel_results``, and a later test that asserted it on failed)."""
@@ -604,6 +549,16 @@ def test_a_run_parsed_here_leaves_the_collector_as_it_was():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _NoClaimsAfter:
+    """Claims that hand out the indices up to ``last`` and then none."""
+
+    def __init__(self, last: int) -> None:
+        self.left = list(range(last + 1))
+
+    def next(self, workers_gone=None):  # type: ignore[no-untyped-def]
+        return self.left.pop(0) if self.left else None
 
 
 def test_a_handed_result_is_not_held_while_the_next_is_computed():

@@ -123,26 +123,6 @@ def _worker(claims: Claims, work: Callable[[int], Any], fd: int, done: Callable[
         sender.join()
 
 
-class _Pickled:
-    """A worker's result as it came through the pipe, read back (unpickled) when it is handed on.
-
-    Results arrive in any order and wait for their turn in input order; unpickled on arrival,
-    every waiting one was objects: on the 8,000-rank file (``--jobs 2``) the lead process held
-    up to ~10 MB more of traced objects than ``--jobs 1``'s build at its peak (pieces' recorded
-    events waiting to be replayed), and its RSS after the build was ~19 MB higher for the same
-    model.  Pickled, a waiting piece is its ~2 MB of bytes."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def load(self) -> Any:
-        import pickle
-
-        return pickle.loads(self.data)
-
-
 class _Inbox:
     """This process's end of the workers' pipes: complete frames, decoded, by run index."""
 
@@ -177,13 +157,15 @@ class _Inbox:
 
     @staticmethod
     def _frames(buf: bytearray, into: dict[int, Any]) -> None:
+        import pickle
+
         pos = 0
         while len(buf) - pos >= _HEADER.size:
             i, size = _HEADER.unpack_from(buf, pos)
             end = pos + _HEADER.size + size
             if end > len(buf):
                 break
-            into[i] = _Pickled(bytes(memoryview(buf)[pos + _HEADER.size:end]))
+            into[i] = pickle.loads(memoryview(buf)[pos + _HEADER.size:end])
             pos = end
         del buf[:pos]
 
@@ -276,12 +258,7 @@ def _collect(n: int, work: Callable[[int], Any], claims: Claims, inbox: _Inbox) 
                 ready[k] = work(k)
             else:
                 inbox.receive(_LOCK_CHECK_S, ready)
-        yield _handed(ready.pop(k))  # no local of this frame holds it while the next is computed
-
-
-def _handed(got: Any) -> Any:
-    """A result as it is handed on: read back where it came pickled from a worker."""
-    return got.load() if type(got) is _Pickled else got
+        yield ready.pop(k)
 
 
 #: the pipe size asked for on Linux (its default is 64 KB; unprivileged processes may ask up

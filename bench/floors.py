@@ -266,6 +266,7 @@ def _pieces(log: str, piece_bytes: int | None) -> dict[str, Any]:
     from ncclsleuth.api import Options
     from ncclsleuth.model.build import worker_cache
     from ncclsleuth.parallel import split
+    from ncclsleuth.parse.pieces import OpChunks
 
     found = api._discover([log])
     api._register_for_reading_again(found.files)
@@ -286,6 +287,8 @@ def _pieces(log: str, piece_bytes: int | None) -> dict[str, Any]:
         data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
         c = time.perf_counter()
         got = pickle.loads(data)
+        if type(got.ops) is OpChunks:  # read back here: the lead reads a chunk at a time as it replays
+            got.ops = [op for part in got.ops.lists() for op in part]
         d = time.perf_counter()
         if k == 0:
             into = split.Assembler(f, sp, firsts, worker_cache(True), drop)

@@ -184,8 +184,8 @@ def replay(model: Sink, source: str, ops: list[Any] | OpChunks,
     ``ops`` is consumed: each op is taken out of it as it is done (a shipped piece's are read
     back a chunk at a time: :class:`OpChunks`), so that what the model does not keep (most of a
     piece's events) is freed at once, not held to the piece's end among what the model keeps."""
-    for part in ops.lists() if type(ops) is OpChunks else (ops,):
-        _replay(model, source, part, steps)  # type: ignore[arg-type]
+    for part in ops.lists() if isinstance(ops, OpChunks) else (ops,):
+        _replay(model, source, part, steps)
 
 
 def _replay(model: Sink, source: str, ops: list[Any], steps: Callable[[list[E.Event]], list[E.Event]]) -> None:

@@ -481,10 +481,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---:|---:|---:|---:|---:|")
     print(f"| {pieces['parse']:.2f} s | {pieces['pickle']:.2f} s | {pieces['unpickle']:.2f} s | "
           f"{pieces['replay']:.2f} s | {pieces['tail']:.2f} s | {pieces['bytes'] / 1e6:.0f} MB |")
-    serial = phases["import"] + phases["rules"] + phases["diagnose"] + phases["render"]
+    serial = _serial(phases)
     least = least_with(2, phases, pieces)
     one = serial + phases["build"]
-    free = serial + pieces["split_pass"] + (pieces["parse"] + pieces["replay"]) / 2 + pieces["tail"]
+    free = _once(phases, pieces) + (pieces["parse"] + pieces["replay"]) / 2
     print(f"\nOn two cores, with every piece's parse and replay shared evenly and half the pieces shipped, "
           f"`--jobs 2` takes at least {least:.2f} s (measured: {j2:.2f} s) against `--jobs 1`'s "
           f"{one:.2f} s in process ({j1:.2f} s measured): at most {one / least:.2f}x (target 1.6x).  "
@@ -499,13 +499,28 @@ def main(argv: list[str] | None = None) -> int:
 CORES = (2, 4, 8, 16, 64)
 
 
+def _serial(phases: dict[str, float]) -> float:
+    """What an analysis runs once besides the build: start-up, rules, the rule step, rendering."""
+    return phases["import"] + phases["rules"] + phases["diagnose"] + phases["render"]
+
+
+def _once(phases: dict[str, float], pieces: dict[str, Any]) -> float:
+    """What a ``--jobs N`` analysis of a file in pieces runs once: :func:`_serial`, the split's
+    first pass and the file's tail."""
+    return _serial(phases) + pieces["split_pass"] + pieces["tail"]
+
+
+def _lead(k: int, pieces: dict[str, Any]) -> float:
+    """The lead's own share of the pieces among ``k`` processes: it replays every piece and reads
+    back the ``(k - 1) / k`` of them the workers parsed."""
+    return pieces["replay"] + pieces["unpickle"] * (k - 1) / k
+
+
 def least_with(n: int, phases: dict[str, float], pieces: dict[str, Any]) -> float:
     """The least ``--jobs n`` can take on ``n`` cores, from the measured parts: what runs once
-    (start-up, rules, the rule step, rendering, the split's first pass, the tail) and the pieces,
-    shared among the ``k <= n`` processes that take least (:func:`_pieces_with`)."""
-    once = phases["import"] + phases["rules"] + phases["diagnose"] + phases["render"] + pieces["split_pass"] \
-        + pieces["tail"]
-    return once + min(_pieces_with(k, pieces) for k in range(2, max(n, 2) + 1))
+    (:func:`_once`) and the pieces, shared among the ``k <= n`` processes that take least
+    (:func:`_pieces_with`)."""
+    return _once(phases, pieces) + min(_pieces_with(k, pieces) for k in range(2, max(n, 2) + 1))
 
 
 def _pieces_with(k: int, pieces: dict[str, Any]) -> float:
@@ -518,10 +533,8 @@ def _pieces_with(k: int, pieces: dict[str, Any]) -> float:
     So the pieces take at least the longer of the lead's own share and an even share of all of
     it; more processes ship more pieces to the lead, so past some ``k`` they take longer.  At
     ``k`` = 2 this is the even share: (parse + replay + (pickle + unpickle) / 2) / 2."""
-    shipped = (k - 1) / k
-    lead = pieces["replay"] + pieces["unpickle"] * shipped
-    even = (pieces["parse"] + pieces["replay"] + (pieces["pickle"] + pieces["unpickle"]) * shipped) / k
-    return max(lead, even)
+    even = (pieces["parse"] + pieces["replay"] + (pieces["pickle"] + pieces["unpickle"]) * (k - 1) / k) / k
+    return max(_lead(k, pieces), even)
 
 
 def _print_cores(phases: dict[str, float], pieces: dict[str, Any], one: float) -> None:
@@ -531,8 +544,7 @@ def _print_cores(phases: dict[str, float], pieces: dict[str, Any], one: float) -
     print("|---:|---:|---:|---:|")
     for n in CORES:
         t = least_with(n, phases, pieces)
-        lead = pieces["replay"] + pieces["unpickle"] * (n - 1) / n
-        print(f"| {n} | {t:.2f} | {one / t:.2f}x | {lead:.2f} |")
+        print(f"| {n} | {t:.2f} | {one / t:.2f}x | {_lead(n, pieces):.2f} |")
     best = least_with(CORES[-1], phases, pieces)
     print(f"\nHowever many cores: at least {best:.2f} s, {one / best:.2f}x: the lead replays every piece into the "
           f"model ({pieces['replay']:.2f} s) and reads back what the workers parsed (up to "

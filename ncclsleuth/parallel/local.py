@@ -46,8 +46,8 @@ def _parse_task(args: tuple[list[InputFile], bool, frozenset[str]]) -> Result:
     model = JobModel(drop)
     notices: list[Notice] = []
     read = 0
-    # as in the parent: acyclic events, collection passes are pure overhead; paused, not turned off:
-    # the lead runs this too, and a caller's collector is as it was after (it stayed off)
+    # acyclic events: collection passes are pure overhead.  Paused, not turned off: the lead parses
+    # runs too, and its caller's collector must be as it was after
     with paused():
         for inp in files:
             part, file_notices, ok = parse_one(inp, cache, drop=drop)

@@ -54,8 +54,13 @@ MAX_HOPS = 1 << 20
 MAX_ORDERS = 4096
 #: connection texts a process printed that the fast path remembers in one generation, to count
 #: their later lines (:meth:`JobModel.conn_seen`); when a new one would pass it, the texts of the
-#: generation before, none of them met since, are folded and forgotten (:meth:`JobModel._rotate`)
-MAX_CONN_TEXTS = 4096
+#: generation before, none of them met since, are folded and forgotten (:meth:`JobModel._rotate`).
+#: A text met again after its fold is counted as a first line (~22 us, against ~1 us for a line
+#: folded into its text): the 5M-line file of an 8,000-rank job (its ranks' lines far apart) had
+#: 117,342 first lines at 4,096 and 33,688 at 16,384, its build's CPU 16.1 -> 14.2 s for +5 MB of
+#: peak (97 -> 102 MB in process); the 1M-line file the same time, +2 MB (stop 48, medians of 3).
+#: At most two generations are held: ~350 bytes a text, ~11 MB at this bound, whatever the ranks.
+MAX_CONN_TEXTS = 16384
 #: tree edges kept per communicator for these channels only: the pictures and checks need
 #: one tree, and 32 channels x 16,384 ranks of edges would be ~1.5 M objects (the parser
 #: does not make the others: ``JobModel.tree_channels``)
@@ -891,9 +896,9 @@ class JobModel:
         A folded text met again is counted as its first line was (:meth:`add_conn_first`), as the
         parser without the fast path counts every line.  Why generations: the one file of an
         8,000-rank job held its 16,993 texts, ~2 a rank, to its end (4.1 MB of the build's peak of
-        traced objects); held a generation at a time, the texts of the ranks still printing stay,
-        and 5,773 of its 408,000 connection lines (a communicator's two lines printed apart from its
-        other 22) were counted again as first lines."""
+        traced objects); held a generation at a time, the texts of the ranks still printing stay.
+        At 4,096 texts a generation 5,773 of its 408,000 connection lines (a communicator's two lines
+        printed apart from its other 22) were counted again as first lines, none at 16,384."""
         self._fold_conns(self._old_n, self._old_to)
         self._old_n, self._old_to = self._conn_n, self._conn_to
         self._conn_n, self._conn_to = {}, {}

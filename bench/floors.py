@@ -18,7 +18,8 @@ measured in one run, so that the next change can be sized before it is written:
    its shape (find it, cut it out, mask its digits, look the shape up in a dict), with nothing
    done for it: what any parser that touches each line in Python pays, whatever it does next.
 3. **What the model holds**: after one ``--jobs 1`` build, the RSS, the objects by type, the ints
-   and strings they refer to, and what the rule step allocates on top.
+   and strings they refer to, and what the rule step allocates on top; and by kind of line, the
+   lines the model was handed and the events of them it keeps (:func:`census`).
 4. **What ``--jobs 2`` pays to share one file.**  Each piece of the file's split (as ``--jobs 2``
    cuts it) parsed here with its recorder, its result pickled and unpickled (a worker's piece
    crosses a pipe), replayed into the file's model in order, and the file's end read again for
@@ -49,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -327,6 +329,7 @@ def child_memory(log: str) -> dict[str, Any]:
         built = api.build([log], options)
         rss = _rss_mb()
         after = _heap()
+        lines = built.model.kind_counts
         ranks = max((c.nranks or 0 for c in built.model.comms.values()), default=0)
         tracemalloc.start()
         api.diagnose(built.model, rules, [n.to_dict() for n in built.notices])
@@ -336,12 +339,30 @@ def child_memory(log: str) -> dict[str, Any]:
     top = sorted(((k, v / 1e6) for k, v in grown.items() if v > 0), key=lambda kv: -kv[1])[:8]
     return {"rss_build": rss, "objects": sum(grown.values()) / 1e6, "events": (after[1] - before[1]) / 1e6,
             "ints": (after[2] - before[2]) / 1e6, "strs": (after[3] - before[3]) / 1e6, "top": top,
-            "ranks": ranks, "rule_step_peak": peak / 1e6, "rule_step_kept": kept / 1e6}
+            "ranks": ranks, "rule_step_peak": peak / 1e6, "rule_step_kept": kept / 1e6,
+            "by_kind": census(lines, after[4], before[4])}
 
 
-def _heap() -> tuple[dict[str, int], int, int, int]:
-    """Bytes of the objects the collector tracks, by type name; of the events among them; and of
-    the ints and strings they refer to (each counted once)."""
+def census(lines: Mapping[str, int], alive: Mapping[str, tuple[int, int]],
+           before: Mapping[str, tuple[int, int]]) -> list[tuple[str, int, int, float]]:
+    """(kind, lines the model was handed, events of it the build left alive, their MB), the kinds of
+    the most lines first: what "decide once per shape what the model needs" has to work with (a kind
+    whose lines leave no event is read and dropped; one that leaves an event a line is kept whole)."""
+    out = []
+    for kind in set(lines) | set(alive):
+        n, size = alive.get(kind, (0, 0))
+        n0, size0 = before.get(kind, (0, 0))
+        out.append((kind, lines.get(kind, 0), n - n0, (size - size0) / 1e6))
+    return sorted(out, key=lambda t: (-t[1], -t[2], t[0]))[:CENSUS_ROWS]
+
+
+#: kinds of line the census lists
+CENSUS_ROWS = 16
+
+
+def _heap() -> tuple[dict[str, int], int, int, int, dict[str, tuple[int, int]]]:
+    """Bytes of the objects the collector tracks, by type name; of the events among them; of
+    the ints and strings they refer to (each counted once); and the events by kind (count, bytes)."""
     import gc
     from collections import Counter
 
@@ -350,6 +371,7 @@ def _heap() -> tuple[dict[str, int], int, int, int]:
     objects = gc.get_objects()
     # made after the snapshot, so that they are not in it: the ids seen are ints of their own
     sizes: Counter[str] = Counter()
+    kinds: dict[str, tuple[int, int]] = {}
     events = ints = strs = 0
     seen: set[int] = set()
     for o in objects:
@@ -357,6 +379,8 @@ def _heap() -> tuple[dict[str, int], int, int, int]:
         sizes[type(o).__name__] += n
         if isinstance(o, Event):
             events += n
+            k, sz = kinds.get(o.kind, (0, 0))
+            kinds[o.kind] = (k + 1, sz + n)
         for r in gc.get_referents(o):
             t = type(r)
             if (t is int or t is str) and id(r) not in seen:
@@ -365,7 +389,7 @@ def _heap() -> tuple[dict[str, int], int, int, int]:
                     ints += sys.getsizeof(r)
                 else:
                     strs += sys.getsizeof(r)
-    return dict(sizes), events, ints, strs
+    return dict(sizes), events, ints, strs, kinds
 
 
 def _rss_mb() -> float:
@@ -470,6 +494,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|")
     for name, mb in memory["top"]:
         print(f"| {name} | {mb:.1f} |")
+    print("\n| kind (the most lines first) | lines | events kept after the build | their MB |")
+    print("|---|---:|---:|---:|")
+    for kind, n, kept_n, mb in memory["by_kind"]:
+        print(f"| {kind} | {n:,} | {kept_n:,} | {mb:.1f} |")
     print("\n## 4. What `--jobs 2` pays to share the file\n")
     if pieces is None:
         print(f"The log is under {2 * PIECE_BYTES / 1e6:.0f} MB: `--jobs 2` parses it whole "

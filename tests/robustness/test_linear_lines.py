@@ -97,10 +97,15 @@ def test_one_mb_line_is_linear_and_bounded(shape: str, path: str) -> None:
     fn = PATHS[path]
     line = SHAPES[shape](MB)
     fn(SHAPES[shape](MB // 16))  # warm: grammar and catalog loaded, regexes compiled
-    small_t = _cpu(fn, SHAPES[shape](MB // 4))
+    small = SHAPES[shape](MB // 4)
+    small_t = _cpu(fn, small)
     took = _cpu(fn, line)
-    if took >= max(RATIO * small_t, 0.25):  # once more, the best of two: CPU time still moves under load
-        small_t = min(small_t, _cpu(fn, SHAPES[shape](MB // 4)))
+    # CPU time still moves under load (a CI run on a busy VM measured 0.199 s -> 1.616 s, 8.1x, for
+    # a path that takes 4.1-4.3x alone): up to three more rounds, interleaved, the best of each
+    for _ in range(3):
+        if took < max(RATIO * small_t, 0.25):
+            break
+        small_t = min(small_t, _cpu(fn, small))
         took = min(took, _cpu(fn, line))
     assert took < BUDGET_S, f"{shape} through {path}: {took:.2f} s"
     # 4x the input, at most RATIO x the time (quadratic would be 16x); below 0.25 s noise rules

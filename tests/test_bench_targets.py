@@ -136,3 +136,28 @@ def test_lines_check_reports_the_5m_job_against_the_baseline_and_its_peak(monkey
     assert rows[1][3].startswith("2.00x")
     assert rows[2][3] == f"{130_000 * 1024 / 1e6:.0f} MB / {110_000 * 1024 / 1e6:.0f} MB / {118_000 * 1024 / 1e6:.0f} MB"
     assert rows[3][3] == "same"
+
+
+def test_16k_check_reports_its_wall_against_the_baseline_of_the_same_rounds(monkeypatch, tmp_path):
+    """The 16k target is in seconds on a VM whose speed moves within a day: the baseline measured in
+    the same rounds gives the ratio that compares runs of different days."""
+    t = _targets()
+    monkeypatch.setattr(t, "logs", lambda name: name)
+    monkeypatch.setattr(t.R, "warm", lambda paths: 0)
+    walls = {"baseline": 3.0, "head --jobs 2": 12.0}
+    order: list[str] = []
+
+    def measured(self, name, cmd, keep=True):  # type: ignore[no-untyped-def]
+        assert self.path == "16k"
+        order.append(name)
+        self.runs.setdefault(name, []).append({"wall": walls[name], "cpu": 2 * walls[name],
+                                                "rss_kb": 0 if name == "baseline" else 150_000})
+
+    monkeypatch.setattr(t.Round, "measure", measured)
+    rows = t.check_16k([("head", ["ncclsleuth"])], 2, str(tmp_path))
+    assert order == ["baseline", "head --jobs 2"] * 2  # alternating, round by round
+    assert [r[1] for r in rows] == ["`--jobs 2` wall", "`--jobs 2` / baseline (the machine's speed taken out)",
+                                    "peak RSS"]
+    assert rows[0][3] == "12.00 s (12.00-12.00; CPU 24.0 s)" and rows[0][4] == "**met**"
+    assert rows[1][3] == "0.25x (baseline 3.00-3.00 s)"
+    assert rows[2][3] == f"{150_000 * 1024 / 1e6:.0f} MB"

@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,40 +28,15 @@ pytestmark = pytest.mark.skipif(not available(), reason="the helper is a forked 
 RULES = api.load_rules(api.Options())
 
 
-def _elsewhere(n: int, work: Callable[[int], Any]) -> Iterator[Any]:
-    """Every family evaluated in a forked process of its own: each result crosses as the helper's do."""
-    for k in range(n):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: its result, pickled as forked.py's workers send it
-            code = 1
-            try:
-                os.close(r)
-                data = pickle.dumps(work(k))
-                with os.fdopen(w, "wb") as f:
-                    f.write(data)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
-        with os.fdopen(r, "rb") as f:
-            data = f.read()
-        assert os.waitpid(pid, 0)[1] == 0
-        yield pickle.loads(data)
-
-
-def _in_one_helper(n: int, work: Callable[[int], Any]) -> Iterator[Any]:
-    """Every family evaluated in turn in one forked process, as ``--jobs 2``'s helper evaluates the
-    families it claims: one fork a model (a fork a family, :func:`_elsewhere`, cost ~0.1 s each late
-    in the suite, where the test process is big: ~70 s of the corpus cases), the results crossing
-    pickled as the helper's do."""
+def _forked(compute: Callable[[], Any]) -> Any:
+    """``compute()`` in a forked process, its result pickled back as forked.py's workers send theirs."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: every result, pickled as forked.py's workers send them
+    if pid == 0:  # the child
         code = 1
         try:
             os.close(r)
-            data = pickle.dumps([work(k) for k in range(n)])
+            data = pickle.dumps(compute())
             with os.fdopen(w, "wb") as f:
                 f.write(data)
             code = 0
@@ -70,7 +46,21 @@ def _in_one_helper(n: int, work: Callable[[int], Any]) -> Iterator[Any]:
     with os.fdopen(r, "rb") as f:
         data = f.read()
     assert os.waitpid(pid, 0)[1] == 0
-    yield from pickle.loads(data)
+    return pickle.loads(data)
+
+
+def _elsewhere(n: int, work: Callable[[int], Any]) -> Iterator[Any]:
+    """Every family evaluated in a forked process of its own: each result crosses as the helper's do."""
+    for k in range(n):
+        yield _forked(partial(work, k))
+
+
+def _in_one_helper(n: int, work: Callable[[int], Any]) -> Iterator[Any]:
+    """Every family evaluated in turn in one forked process, as ``--jobs 2``'s helper evaluates the
+    families it claims: one fork a model (a fork a family, :func:`_elsewhere`, cost ~0.1 s each late
+    in the suite, where the test process is big: ~70 s of the corpus cases), the results crossing
+    pickled as the helper's do."""
+    yield from _forked(lambda: [work(k) for k in range(n)])
 
 
 def _dicts(findings: list[Any]) -> list[dict[str, Any]]:

@@ -269,13 +269,16 @@ def test_nccl_error_strings_of_every_release_are_known():
 def test_a_run_makes_the_knowledge_table_before_its_parse_where_none_is_kept(monkeypatch, tmp_path):
     """A first run made the table (4.5 MB of YAML) when its first problem line was explained, after
     the parse: ~11 MB more at the peak of the 8,000-rank file's first run.  ``analyze`` now makes it
-    before the parse where none is kept; where one is, it reads nothing (once a process)."""
+    before the parse where none is kept; where one is, it reads nothing (once a process).  Here
+    without fork, so in this process (with it, a child makes it: tests/test_first_run.py)."""
     from ncclsleuth import api
     from ncclsleuth.model import build
+    from ncclsleuth.parallel import forked
     from ncclsleuth.util import cache
 
     folder = str(knowledge.default_dir())
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(forked, "available", lambda: False)
     order: list[str] = []
     real_table, real_parse = knowledge._table, build.parse_one
 

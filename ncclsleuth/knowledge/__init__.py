@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..util import yaml_files
-from ..util.cache import derived, is_kept, keep, keep_blob, read_at, unmarshal
+from ..util.cache import cache_dir, derived, is_kept, keep, keep_blob, read_at, unmarshal
 from ..util.classes import dataclass
 from .identify import (
     NUMBER_RUN,
@@ -397,8 +397,25 @@ def prepare(folder: str | Path | None = None) -> None:
 
 @lru_cache(maxsize=4)
 def _prepare(folder: str) -> None:
-    if not is_kept("knowledge", _sources(folder), TABLE_VERSION):
+    if not table_kept(folder):
         _table(folder)
+
+
+def table_kept(folder: str | Path | None = None) -> bool:
+    """Whether the cache folder keeps the knowledge table of ``folder``'s files as they are (a few
+    stats; a yes is remembered for the process and that cache folder): where it does not, a run is
+    a first run."""
+    where = (str(Path(folder) if folder else default_dir()), cache_dir())
+    if where in _KEPT:
+        return True
+    if is_kept("knowledge", _sources(where[0]), TABLE_VERSION):
+        _KEPT.add(where)
+        return True
+    return False
+
+
+#: (knowledge folder, cache folder) where this process found the table kept
+_KEPT: set[tuple[str, str | None]] = set()
 
 
 def _blob_there(path: str, size: int) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import select
 import struct
+import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
@@ -305,3 +306,54 @@ def _reap(pids: Sequence[int], stop: bool) -> None:
                 time.sleep(0.002)
         except (ChildProcessError, ProcessLookupError):
             pass
+
+
+#: seconds :func:`run_elsewhere` waits for its child (a first run's tables take ~1 s; past this the
+#: caller does the work itself)
+ELSEWHERE_WAIT_S = 120.0
+
+
+def run_elsewhere(work: Callable[[], object], wait_s: float = ELSEWHERE_WAIT_S) -> bool:
+    """``work()`` in a forked child, this process waiting for it: whether it returned (the child
+    exited 0).  For work whose value is what it leaves on disk (a first run's tables, kept in the
+    cache folder): the memory it takes and frees is the child's, not this process's to keep (the
+    allocators keep what a process freed: a first run's 4.5 MB of YAML left ~25 MiB more resident).
+
+    Not where there is no fork, nor where other threads run (a lock one of them held would stay
+    held in the child): False then, and the caller does the work here.  The child writes nothing
+    to this process's output and runs no exit handler; one still running after ``wait_s`` is
+    killed (False)."""
+    import threading
+
+    if not available() or threading.active_count() > 1:
+        return False
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return False
+    if pid == 0:  # the child: never returns into the caller's code
+        code = 1
+        try:
+            os.close(r)
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            work()
+            code = 0
+        finally:
+            os._exit(code)  # its write end closes with it: the parent wakes at once
+    os.close(w)
+    ended: list[int] = []
+    try:
+        ended = select.select([r], [], [], wait_s)[0]
+    finally:
+        os.close(r)
+        if not ended:  # too long, or this process was interrupted meanwhile
+            _reap([pid], stop=True)
+    if not ended:
+        return False
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0

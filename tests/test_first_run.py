@@ -1,0 +1,102 @@
+"""A first run (no knowledge table kept: a fresh cache folder, a new container) makes its rule
+pack and knowledge table in a forked child and reads them back kept, as a warm run does: the
+memory that reading 4.5 MB of YAML takes and frees is the child's, not the run's to keep
+(ncclsleuth.api._first_run_elsewhere; the child by ncclsleuth.parallel.forked.run_elsewhere)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ncclsleuth.parallel import forked
+
+ROOT = Path(__file__).resolve().parent.parent
+PASTE = ROOT / "fixtures" / "examples" / "desync-16"
+
+pytestmark = pytest.mark.skipif(not forked.available(), reason="the child is a forked process")
+
+#: a first run's rules and knowledge, in a process of its own; the knowledge base's YAML must not
+#: be read in that process (only in a child of it), and the table must be kept afterwards
+_PROBE = """
+import os, sys
+from ncclsleuth import api, knowledge
+from ncclsleuth.parallel import forked
+if sys.argv[1] == "nofork":
+    forked.available = lambda: False
+me = os.getpid()
+read_here = []
+real = knowledge._docs
+def docs(folder):
+    if os.getpid() == me:
+        read_here.append(folder)
+    return real(folder)
+knowledge._docs = docs
+kept_before = knowledge.table_kept()
+rules = api._rules_and_knowledge(api.Options())
+print(kept_before, knowledge.table_kept(), len(read_here), len(rules))
+"""
+
+
+def _probe(tmp_path: Path, mode: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_a_first_run_makes_its_tables_in_a_child_and_reads_them_kept(tmp_path: Path) -> None:
+    before, after, read_here, rules = _probe(tmp_path, "fork")
+    assert (before, after, read_here) == ("False", "True", "0")
+    assert int(rules) > 100
+    kept = {p.name.split("-")[0] for p in (tmp_path / "ncclsleuth").iterdir()}
+    assert {"knowledge", "rulepack", "rules"} <= kept  # the table, the validated pack, its parsed YAML
+
+
+def test_without_fork_a_first_run_makes_its_tables_itself(tmp_path: Path) -> None:
+    before, after, read_here, rules = _probe(tmp_path, "nofork")
+    assert (before, after, read_here) == ("False", "True", "1")
+    assert int(rules) > 100
+
+
+def test_a_first_run_reports_what_a_warm_run_reports(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    cmd = [sys.executable, "-m", "ncclsleuth", "analyze", str(PASTE), "--format", "json", "--jobs", "1"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == second.returncode == 1, first.stderr  # the example's findings
+    assert first.stderr == second.stderr == ""  # the child says nothing
+    assert json.loads(first.stdout)["findings"] and first.stdout == second.stdout
+
+
+def test_run_elsewhere_says_whether_the_work_returned(capfd: pytest.CaptureFixture[str]) -> None:
+    assert forked.run_elsewhere(lambda: print("from the child"))
+    assert not forked.run_elsewhere(lambda: 1 / 0)  # raised: exit 1, its traceback nowhere
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+
+
+def test_run_elsewhere_stops_a_child_past_its_wait() -> None:
+    started = time.monotonic()
+    assert not forked.run_elsewhere(lambda: time.sleep(30), wait_s=0.2)
+    assert time.monotonic() - started < 10
+    with pytest.raises(ChildProcessError):  # reaped: no child left behind
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_run_elsewhere_does_not_fork_beside_other_threads() -> None:
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        ran: list[int] = []
+        assert not forked.run_elsewhere(lambda: ran.append(1))
+        assert ran == []  # not run here either: the caller does the work
+    finally:
+        stop.set()
+        other.join()

@@ -15,7 +15,7 @@ from _jobs import CORPUS, layout_job, log_inputs
 
 from ncclsleuth import api
 from ncclsleuth.model.facts import FACTS
-from ncclsleuth.parallel import rulestep
+from ncclsleuth.parallel import forked, rulestep
 from ncclsleuth.parallel.forked import available
 from ncclsleuth.renderers import render
 from ncclsleuth.rules import ranking
@@ -30,19 +30,14 @@ RULES = api.load_rules(api.Options())
 
 def _forked(compute: Callable[[], Any]) -> Any:
     """``compute()`` in a forked process, its result pickled back as forked.py's workers send theirs."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            os.close(r)
-            data = pickle.dumps(compute())
-            with os.fdopen(w, "wb") as f:
-                f.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
+
+    def send(w: int) -> None:
+        with os.fdopen(w, "wb") as f:
+            f.write(pickle.dumps(compute()))
+
+    child = forked._fork(send)
+    assert child is not None
+    pid, r = child
     with os.fdopen(r, "rb") as f:
         data = f.read()
     assert os.waitpid(pid, 0)[1] == 0

@@ -194,30 +194,18 @@ def run_in_order(n: int, work: Callable[[int], Any], workers: int, meanwhile: Ca
     handed = 0  # results yielded (all n: the caller may close, the workers still finish)
     try:
         fds: list[int] = []
+
+        def worker(w: int) -> None:  # its runs are redone by the parent where it fails
+            for fd in fds:  # the earlier workers' pipes
+                os.close(fd)
+            _worker(claims, work, w, worker_done, me)
+
         for _ in range(workers):
-            r, w = os.pipe()
-            _widen(w)
-            try:
-                pid = os.fork()
-            except OSError:  # no more processes or memory: go on with the workers started
-                os.close(r)
-                os.close(w)
+            forked = _fork(worker)
+            if forked is None:  # no more processes or memory: go on with the workers started
                 break
-            if pid == 0:  # the worker: never returns into the caller's code
-                code = 1
-                try:
-                    os.close(r)
-                    for fd in fds:
-                        os.close(fd)
-                    _worker(claims, work, w, worker_done, me)
-                    code = 0
-                except BaseException:  # noqa: BLE001 - its runs are redone by the parent
-                    pass
-                finally:
-                    os._exit(code)
-            os.close(w)
-            pids.append(pid)
-            fds.append(r)
+            pids.append(forked[0])
+            fds.append(forked[1])
         inbox = _Inbox(fds)
         if meanwhile is not None:
             meanwhile()
@@ -327,26 +315,18 @@ def run_elsewhere(work: Callable[[], object], wait_s: float = ELSEWHERE_WAIT_S) 
 
     if not available() or threading.active_count() > 1:
         return False
-    r, w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
+
+    def quietly(_: int) -> None:  # its pipe's write end closes as it exits: the parent wakes at once
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        sys.stdout = sys.stderr = open(os.devnull, "w")
+        work()
+
+    forked = _fork(quietly)
+    if forked is None:
         return False
-    if pid == 0:  # the child: never returns into the caller's code
-        code = 1
-        try:
-            os.close(r)
-            quiet = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(quiet, 1)
-            os.dup2(quiet, 2)
-            sys.stdout = sys.stderr = open(os.devnull, "w")
-            work()
-            code = 0
-        finally:
-            os._exit(code)  # its write end closes with it: the parent wakes at once
-    os.close(w)
+    pid, r = forked
     ended: list[int] = []
     try:
         ended = select.select([r], [], [], wait_s)[0]
@@ -354,6 +334,30 @@ def run_elsewhere(work: Callable[[], object], wait_s: float = ELSEWHERE_WAIT_S) 
         os.close(r)
         if not ended:  # too long, or this process was interrupted meanwhile
             _reap([pid], stop=True)
-    if not ended:
-        return False
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    return bool(ended) and os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def _fork(body: Callable[[int], object]) -> tuple[int, int] | None:
+    """A forked child that runs ``body(w)`` (``w``: the write end of a pipe to this process) and
+    exits, 0 where it returned, 1 where it raised, never returning into the caller's code; here
+    (its pid, the pipe's read end), or None where the system gave no process (nothing left open)."""
+    r, w = os.pipe()
+    _widen(w)
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            body(w)
+            code = 0
+        except BaseException:  # noqa: BLE001, S110 - the exit code says it
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r

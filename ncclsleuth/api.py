@@ -35,6 +35,7 @@ from .util.classes import dataclass
 from .util.gcpause import paused
 
 if TYPE_CHECKING:
+    from .parallel.forked import Beside
     from .parse.stream import EventRun
     from .report import Report
     from .report.diff import DiffResult, Run
@@ -336,28 +337,38 @@ def evaluate(model: JobModel, rules: Sequence[Rule]) -> list[Finding]:
 def analyze(sources: Sequence[Source], options: Options | None = None) -> Report:
     """The main job: sources -> :class:`~ncclsleuth.report.Report` (``files_read`` set on it).
 
-    The rule pack loads while worker processes parse (see ``meanwhile`` in :func:`build`).
+    The rule pack loads while worker processes parse (see ``meanwhile`` in :func:`build`); on a
+    first run the knowledge table is made beside the parse (:func:`_rules_and_knowledge`).
     """
     options = options or Options()
-    loaded: list[list[Rule]] = []
+    loaded: list[tuple[list[Rule], Callable[[], None]]] = []
     with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
-        built = build(sources, options, meanwhile=lambda: loaded.append(_rules_and_knowledge(options)))
-        report = diagnose(built.model, loaded[0], [n.to_dict() for n in built.notices], options.with_figures,
+        try:
+            built = build(sources, options, meanwhile=lambda: loaded.append(_rules_and_knowledge(options)))
+        finally:
+            if loaded:  # a first run's child: waited for (stopped where the build raised)
+                loaded[0][1]()
+        report = diagnose(built.model, loaded[0][0], [n.to_dict() for n in built.notices], options.with_figures,
                           options.jobs if options.scheduler is None else 1)
     report.files_read = built.files_read
     return report
 
 
-def _rules_and_knowledge(options: Options) -> list[Rule]:
-    """The rule pack, and the knowledge table made where it is not kept yet (:func:`knowledge.prepare`):
-    both before the parse (or while the workers parse), not after it.  On a first run (no table
-    kept) a forked child makes and keeps them, and this process reads them kept, as a warm run
-    does (:func:`_first_run_elsewhere`)."""
+def _rules_and_knowledge(options: Options) -> tuple[list[Rule], Callable[[], None]]:
+    """The rule pack, and what makes the knowledge table ready for the rule step (call it after
+    the parse).  Where the table is kept, both are read now.  On a first run (no table kept) a
+    forked child makes and keeps the rule pack, then the knowledge table, and this process reads
+    the pack kept as a warm run does, then parses while the child makes the table: its 4.5 MB of
+    YAML took ~0.5 s of a first paste's 1.3 s before the parse, as long as Lark's LALR tables take
+    in it (:func:`_first_run_beside`).  Where no child can, both are made here before the parse
+    (the table read after it would take ~11 MB more at the peak of the 8k file's first run)."""
     from . import knowledge
 
     if options.cache and not knowledge.table_kept():
-        _first_run_elsewhere(options)
-    return _made_and_kept(options)
+        child = _first_run_beside(options)
+        if child is not None:
+            return load_rules(options), partial(_knowledge_after, child)
+    return _made_and_kept(options), _nothing
 
 
 def _made_and_kept(options: Options) -> list[Rule]:
@@ -368,19 +379,33 @@ def _made_and_kept(options: Options) -> list[Rule]:
     return rules
 
 
-def _first_run_elsewhere(options: Options) -> bool:
-    """The rule pack and the knowledge table of a first run made and kept by a forked child: the
-    same files as made here, but the memory that reading their 4.5 MB of YAML takes and frees is
-    not this process's to keep (the allocators keep what a process freed).  Made here, the
-    resident memory after them went 19 -> 44 MiB, and the 8k file's first run peaked ~11 MiB
-    higher.  Whether the child made them (False: no cache folder, no fork, other threads running,
-    or it failed: this process makes what is missing, and says what failed, as before)."""
-    from .parallel.forked import run_elsewhere
+def _nothing() -> None:
+    """What a run whose knowledge table was ready before its parse does after it."""
+
+
+def _knowledge_after(child: Beside) -> None:
+    """The knowledge table of a first run: the child's (waited for), else made here."""
+    from . import knowledge
+
+    child.join()
+    knowledge.prepare()  # nothing where the child kept it
+
+
+def _first_run_beside(options: Options) -> Beside | None:
+    """A forked child that makes and keeps a first run's rule pack (waited for) and then its
+    knowledge table (while this process parses): the same files as made here, but the memory that
+    reading their YAML takes and frees is not this process's to keep (made here, the resident
+    memory after them went 19 -> 44 MiB, and the 8k file's first run peaked ~11 MiB higher).
+    None where no child made the rule pack (no cache folder, no fork, other threads running, or
+    it failed: this process makes both, and says what failed, as before); a child whose second
+    step fails leaves the table to be made here after the parse."""
+    from . import knowledge
+    from .parallel.forked import run_beside
     from .util.cache import cache_dir
 
     if cache_dir() is None:  # nothing would be kept
-        return False
-    return run_elsewhere(partial(_made_and_kept, options))
+        return None
+    return run_beside(partial(load_rules, options), knowledge.prepare)
 
 
 def warm(options: Options | None = None, samples: Sequence[Source] = ()) -> list[tuple[str, float]]:

@@ -1,7 +1,8 @@
 """A first run (no knowledge table kept: a fresh cache folder, a new container) makes its rule
 pack and knowledge table in a forked child and reads them back kept, as a warm run does: the
-memory that reading 4.5 MB of YAML takes and frees is the child's, not the run's to keep
-(ncclsleuth.api._first_run_elsewhere; the child by ncclsleuth.parallel.forked.run_elsewhere)."""
+memory that reading 4.5 MB of YAML takes and frees is the child's, not the run's to keep.  The run
+waits for the rule pack only; the child makes the knowledge table while the run parses
+(ncclsleuth.api._first_run_beside; the child by ncclsleuth.parallel.forked.run_beside)."""
 from __future__ import annotations
 
 import json
@@ -37,7 +38,8 @@ def docs(folder):
     return real(folder)
 knowledge._docs = docs
 kept_before = knowledge.table_kept()
-rules = api._rules_and_knowledge(api.Options())
+rules, ready = api._rules_and_knowledge(api.Options())
+ready()
 print(kept_before, knowledge.table_kept(), len(read_here), len(rules))
 """
 
@@ -73,39 +75,77 @@ def test_a_first_run_reports_what_a_warm_run_reports(tmp_path: Path) -> None:
     assert json.loads(first.stdout)["findings"] and first.stdout == second.stdout
 
 
-#: run_elsewhere in a process of its own (the test process has threads and children of other tests)
-_ELSEWHERE = """
+#: the run does not wait for the knowledge table: the child makes it while the run goes on (its
+#: making slowed down here by 3 s), and the run waits for it where it asks for it
+_BESIDE_RUN = """
+import time
+from ncclsleuth import api, knowledge
+real = knowledge.prepare
+def slow(*a, **k):
+    time.sleep(3)
+    return real(*a, **k)
+knowledge.prepare = slow  # the child is forked with it
+started = time.monotonic()
+rules, ready = api._rules_and_knowledge(api.Options())
+back = time.monotonic() - started
+kept_then = knowledge.table_kept()
+ready()
+print(back < 2.5, kept_then, knowledge.table_kept(), time.monotonic() - started >= 3, len(rules) > 100)
+"""
+
+
+def test_a_first_run_parses_while_its_child_makes_the_knowledge_table(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _BESIDE_RUN], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "True", "True", "True"]
+
+
+#: run_beside in a process of its own (the test process has threads and children of other tests)
+_BESIDE = """
 import os, sys, time
 from ncclsleuth.parallel import forked
-said = forked.run_elsewhere(lambda: print("from the child"))
-failed = forked.run_elsewhere(lambda: 1 / 0)
+mark = sys.argv[1]
+said = forked.run_beside(lambda: print("from the child"))
+said = said is not None and said.join()
+failed = forked.run_beside(lambda: 1 / 0)
 started = time.monotonic()
-waited = forked.run_elsewhere(lambda: time.sleep(30), wait_s=0.2)
+waited = forked.run_beside(lambda: time.sleep(30), wait_s=0.2)
 took = time.monotonic() - started
+# the second step runs while this process goes on: its file is not there yet, then it is
+slow = forked.run_beside(lambda: None, lambda: (time.sleep(1), open(mark, "w").close()))
+there_before = os.path.exists(mark)
+joined = slow is not None and slow.join()
+second_failed = forked.run_beside(lambda: None, lambda: 1 / 0)
+second_failed = second_failed is not None and second_failed.join()
+stopped = forked.run_beside(lambda: None, lambda: time.sleep(30), wait_s=0.5)
+stopped = stopped is not None and stopped.join()
 try:
     os.waitpid(-1, os.WNOHANG)
     left = "a child left"
 except ChildProcessError:
     left = "none left"
-print(said, failed, waited, took < 10, left)
+print(said, failed, waited, took < 10, there_before, joined, os.path.exists(mark), second_failed, stopped, left)
 """
 
 
-def test_run_elsewhere_says_whether_the_work_returned_and_stops_a_child_past_its_wait() -> None:
-    done = subprocess.run([sys.executable, "-c", _ELSEWHERE], capture_output=True, text=True, timeout=120)
+def test_run_beside_says_whether_each_step_returned_and_stops_a_child_past_its_wait(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _BESIDE, str(tmp_path / "mark")], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
-    # returned: True; raised: False (exit 1), its traceback nowhere; past its wait: killed, reaped
-    assert done.stdout == "True False False True none left\n"
+    # the first step returned: a child to join (True); raised: None, its traceback nowhere; past its
+    # wait: stopped, None; the second step: beside this process, joined; raised or past the wait: False
+    assert done.stdout == "True None None True False True True False False none left\n"
     assert done.stderr == ""
 
 
-def test_run_elsewhere_does_not_fork_beside_other_threads() -> None:
+def test_run_beside_does_not_fork_beside_other_threads() -> None:
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
         ran: list[int] = []
-        assert not forked.run_elsewhere(lambda: ran.append(1))
+        assert forked.run_beside(lambda: ran.append(1)) is None
         assert ran == []  # not run here either: the caller does the work
     finally:
         stop.set()

@@ -296,45 +296,88 @@ def _reap(pids: Sequence[int], stop: bool) -> None:
             pass
 
 
-#: seconds :func:`run_elsewhere` waits for its child (a first run's tables take ~1 s; past this the
-#: caller does the work itself)
+#: seconds a child of :func:`run_beside` may take, both steps (a first run's tables take ~1 s; past
+#: this it is stopped and the caller does what it did not)
 ELSEWHERE_WAIT_S = 120.0
 
 
-def run_elsewhere(work: Callable[[], object], wait_s: float = ELSEWHERE_WAIT_S) -> bool:
-    """``work()`` in a forked child, this process waiting for it: whether it returned (the child
-    exited 0).  For work whose value is what it leaves on disk (a first run's tables, kept in the
-    cache folder): the memory it takes and frees is the child's, not this process's to keep (the
-    allocators keep what a process freed: a first run's 4.5 MB of YAML left ~25 MiB more resident).
+class Beside:
+    """A forked child of :func:`run_beside` whose first step is done and whose second may still
+    run: :meth:`join` waits for it (once; later calls say the same)."""
 
-    Not where there is no fork, nor where other threads run (a lock one of them held would stay
-    held in the child): False then, and the caller does the work here.  The child writes nothing
-    to this process's output and runs no exit handler; one still running after ``wait_s`` is
-    killed (False)."""
+    def __init__(self, pid: int, r: int, deadline: float) -> None:
+        self._pid: int | None = pid
+        self._r = r
+        self._deadline = deadline
+        self._ok = False
+
+    def _first_done(self) -> bool:
+        """Wait for the first step's byte (or the child's end, or the deadline)."""
+        import time
+
+        ready = select.select([self._r], [], [], max(0.0, self._deadline - time.monotonic()))[0]
+        return bool(ready) and os.read(self._r, 1) == b"1"
+
+    def join(self) -> bool:
+        """Wait for the child's end (up to its deadline, then stop it): whether its second step
+        returned too (it exited 0)."""
+        import time
+
+        pid = self._pid
+        if pid is None:
+            return self._ok
+        self._pid = None
+        ended: list[int] = []
+        try:  # its pipe's write end closes as it exits: this process wakes at once
+            ended = select.select([self._r], [], [], max(0.0, self._deadline - time.monotonic()))[0]
+        finally:
+            os.close(self._r)
+            if not ended:  # too long, or this process was interrupted meanwhile
+                _reap([pid], stop=True)
+        self._ok = bool(ended) and os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        return self._ok
+
+
+def run_beside(first: Callable[[], object], then: Callable[[], object] = lambda: None,
+               wait_s: float = ELSEWHERE_WAIT_S) -> Beside | None:
+    """``first()`` then ``then()`` in a forked child; this process waits for ``first`` only, and
+    for ``then`` where it calls :meth:`Beside.join`.  For work whose value is what it leaves on
+    disk (a first run's tables, kept in the cache folder): the memory it takes and frees is the
+    child's, not this process's to keep (the allocators keep what a process freed: a first run's
+    4.5 MB of YAML left ~25 MiB more resident), and ``then`` runs while this process goes on.
+
+    None where ``first`` did not return in the child (it raised, or took past ``wait_s``: the child
+    is stopped), where there is no fork, or where other threads run (a lock one of them held would
+    stay held in the child): the caller does the work here.  The child writes nothing to this
+    process's output and runs no exit handler."""
     import threading
+    import time
 
     if not available() or threading.active_count() > 1:
-        return False
+        return None
 
-    def quietly(_: int) -> None:  # its pipe's write end closes as it exits: the parent wakes at once
+    def quietly(w: int) -> None:
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 1)
         os.dup2(quiet, 2)
         sys.stdout = sys.stderr = open(os.devnull, "w")
-        work()
+        first()
+        os.write(w, b"1")
+        then()
 
     forked = _fork(quietly)
     if forked is None:
-        return False
-    pid, r = forked
-    ended: list[int] = []
+        return None
+    child = Beside(*forked, time.monotonic() + wait_s)
     try:
-        ended = select.select([r], [], [], wait_s)[0]
-    finally:
-        os.close(r)
-        if not ended:  # too long, or this process was interrupted meanwhile
-            _reap([pid], stop=True)
-    return bool(ended) and os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        done = child._first_done()
+    except BaseException:
+        child.join()  # interrupted: stopped and reaped
+        raise
+    if not done:
+        child.join()
+        return None
+    return child
 
 
 def _fork(body: Callable[[int], object]) -> tuple[int, int] | None:

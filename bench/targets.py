@@ -27,8 +27,10 @@ The checks and their targets:
   noise     the issue's noise-dominated job: 1M lines, 64 per-rank files, 1.2% NCCL (``bench/run.py``'s
             default job): ``--jobs 1`` >= 0.6x the baseline
   cold      a 200-line paste (the end of a 16-rank desync): ``analyze`` <= 4x ``python -c pass``,
-            both run by the interpreter that runs this script; and, for what a chat-ops bot that
-            keeps ``ncclsleuth serve`` running pays per question, the paste's ``POST /analyze``
+            both run by the interpreter that runs this script; the same paste on a fresh cache
+            folder each run (a first run: what a new container pays without ``cache warm``); and,
+            for what a chat-ops bot that keeps ``ncclsleuth serve`` running pays per question, the
+            paste's ``POST /analyze``
 
 Every build runs with a cache folder of its own, new for the run (``--user-cache``: the user's
 own): caches an earlier history grew would make one build's starts slower than another's.  A
@@ -50,6 +52,7 @@ import filecmp
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -349,11 +352,29 @@ def check_cold(tools: list[tuple[str, list[str]]], runs: int, tmp: str) -> list[
         rows.append([f"cold {name}", "200-line paste / `python -c pass`", "<= 4x",
                      f"{t / bare:.2f}x ({t * 1000:.0f} ms / {bare * 1000:.0f} ms, median of {runs})",
                      _met(t / bare <= 4)])
+        first = first_runs(exe, p, runs, tmp)
+        rows.append([f"cold {name}", "the same paste on a fresh cache folder (a first run: a new container "
+                     "without `cache warm`) / `python -c pass`", "",
+                     f"{first['wall'] / bare:.1f}x ({first['wall'] * 1000:.0f} ms, peak {first['rss_kb'] / 1000:.0f} MB; "
+                     f"median of {runs})", ""])
         served = serve_latency(exe, p, runs)
         if served is not None:  # what a chat-ops bot pays per question when it keeps a server
             rows.append([f"cold {name}", "the same paste to `ncclsleuth serve` (per request)", "",
                          f"{served * 1000:.1f} ms (median of {runs})", ""])
     return rows
+
+
+def first_runs(exe: list[str], path: str, runs: int, tmp: str) -> dict:
+    """``analyze`` of ``path`` on a new, empty cache folder each run (what a first run makes: the rule
+    pack, the knowledge table, Lark's grammar, the line shapes' templates): median wall, largest peak."""
+    out = []
+    for _ in range(runs):
+        fresh = tempfile.mkdtemp(prefix="first-", dir=tmp)
+        words = [w for w in exe if not w.startswith("XDG_CACHE_HOME=")]
+        cmd = ["env", f"XDG_CACHE_HOME={fresh}", *(words[1:] if words[:1] == ["env"] else words)]
+        out.append(R.measure(cmd + ["analyze", "--format", "json", path]))
+        shutil.rmtree(fresh, ignore_errors=True)
+    return R._median(out)
 
 
 def serve_latency(exe: list[str], path: str, runs: int) -> float | None:

@@ -341,34 +341,38 @@ def analyze(sources: Sequence[Source], options: Options | None = None) -> Report
     first run the knowledge table is made beside the parse (:func:`_rules_and_knowledge`).
     """
     options = options or Options()
-    loaded: list[tuple[list[Rule], Callable[[], None]]] = []
+    loaded: list[tuple[list[Rule], Beside | None]] = []
     with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
         try:
             built = build(sources, options, meanwhile=lambda: loaded.append(_rules_and_knowledge(options)))
         finally:
-            if loaded:  # a first run's child: waited for (stopped where the build raised)
-                loaded[0][1]()
-        report = diagnose(built.model, loaded[0][0], [n.to_dict() for n in built.notices], options.with_figures,
+            if loaded and loaded[0][1] is not None:  # a first run's child, whether the build ended or raised
+                loaded[0][1].join()
+        rules, child = loaded[0]
+        if child is not None:
+            _knowledge_after()
+        report = diagnose(built.model, rules, [n.to_dict() for n in built.notices], options.with_figures,
                           options.jobs if options.scheduler is None else 1)
     report.files_read = built.files_read
     return report
 
 
-def _rules_and_knowledge(options: Options) -> tuple[list[Rule], Callable[[], None]]:
-    """The rule pack, and what makes the knowledge table ready for the rule step (call it after
-    the parse).  Where the table is kept, both are read now.  On a first run (no table kept) a
-    forked child makes and keeps the rule pack, then the knowledge table, and this process reads
-    the pack kept as a warm run does, then parses while the child makes the table: its 4.5 MB of
-    YAML took ~0.5 s of a first paste's 1.3 s before the parse, as long as Lark's LALR tables take
-    in it (:func:`_first_run_beside`).  Where no child can, both are made here before the parse
-    (the table read after it would take ~11 MB more at the peak of the 8k file's first run)."""
+def _rules_and_knowledge(options: Options) -> tuple[list[Rule], Beside | None]:
+    """The rule pack, and the knowledge table made where it is not kept yet, or the child making
+    it (join it after the parse, then :func:`_knowledge_after`).  Where the table is kept, both
+    are read now.  On a first run (no table kept) a forked child makes and keeps the rule pack,
+    then the knowledge table, and this process reads the pack kept as a warm run does, then parses
+    while the child makes the table: its 4.5 MB of YAML took ~0.5 s of a first paste's 1.3 s
+    before the parse, as long as Lark's LALR tables take in it (:func:`_first_run_beside`).  Where
+    no child can, both are made here before the parse (the table read after it would take ~11 MB
+    more at the peak of the 8k file's first run)."""
     from . import knowledge
 
     if options.cache and not knowledge.table_kept():
         child = _first_run_beside(options)
         if child is not None:
-            return load_rules(options), partial(_knowledge_after, child)
-    return _made_and_kept(options), _nothing
+            return load_rules(options), child
+    return _made_and_kept(options), None
 
 
 def _made_and_kept(options: Options) -> list[Rule]:
@@ -379,15 +383,11 @@ def _made_and_kept(options: Options) -> list[Rule]:
     return rules
 
 
-def _nothing() -> None:
-    """What a run whose knowledge table was ready before its parse does after it."""
-
-
-def _knowledge_after(child: Beside) -> None:
-    """The knowledge table of a first run: the child's (waited for), else made here."""
+def _knowledge_after() -> None:
+    """The knowledge table of a first run once its child has ended: the child's, else made here
+    (it failed, or took past its deadline)."""
     from . import knowledge
 
-    child.join()
     knowledge.prepare()  # nothing where the child kept it
 
 

@@ -318,9 +318,9 @@ class Beside:
         ready = select.select([self._r], [], [], max(0.0, self._deadline - time.monotonic()))[0]
         return bool(ready) and os.read(self._r, 1) == b"1"
 
-    def join(self) -> bool:
-        """Wait for the child's end (up to its deadline, then stop it): whether its second step
-        returned too (it exited 0)."""
+    def join(self, stop: bool = False) -> bool:
+        """Wait for the child's end (up to its deadline, then stop it; ``stop``: stop it now):
+        whether its second step returned too (it exited 0)."""
         import time
 
         pid = self._pid
@@ -328,8 +328,9 @@ class Beside:
             return self._ok
         self._pid = None
         ended: list[int] = []
+        wait = 0.0 if stop else max(0.0, self._deadline - time.monotonic())
         try:  # its pipe's write end closes as it exits: this process wakes at once
-            ended = select.select([self._r], [], [], max(0.0, self._deadline - time.monotonic()))[0]
+            ended = select.select([self._r], [], [], wait)[0]
         finally:
             os.close(self._r)
             if not ended:  # too long, or this process was interrupted meanwhile
@@ -372,7 +373,7 @@ def run_beside(first: Callable[[], object], then: Callable[[], object] = lambda:
     try:
         done = child._first_done()
     except BaseException:
-        child.join()  # interrupted: stopped and reaped
+        child.join(stop=True)  # interrupted: stopped and reaped
         raise
     if not done:
         child.join()

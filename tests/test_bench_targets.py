@@ -54,15 +54,41 @@ def test_cold_check_runs_and_reports_a_row(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| cold head |")]
-    assert len(rows) == 2
+    assert len(rows) == 3
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[1] == "200-line paste / `python -c pass`" and cells[2] == "<= 4x"
     assert cells[3].split("x ")[0].replace(".", "").isdigit()  # the ratio, then the two medians
     assert cells[4] in ("**met**", "not met")
-    served = [c.strip() for c in rows[1].strip("|").split("|")]
+    first = [c.strip() for c in rows[1].strip("|").split("|")]
+    assert first[1].startswith("the same paste on a fresh cache folder (a first run") and first[2] == first[4] == ""
+    ratio, rest = first[3].split("x (")
+    assert float(ratio) > 0 and rest.endswith("; median of 1)") and " ms, peak " in rest
+    served = [c.strip() for c in rows[2].strip("|").split("|")]
     assert served[1] == "the same paste to `ncclsleuth serve` (per request)"
     assert served[3].endswith(" ms (median of 1)") and float(served[3].split(" ms")[0]) > 0
     assert (tmp_path / "paste-200.log").read_text(encoding="utf-8").count("\n") == 200
+
+
+def test_first_runs_measure_each_run_on_a_new_empty_cache_folder(tmp_path, monkeypatch):
+    t = _targets()
+    seen: list[tuple[str, list[str]]] = []
+
+    def measure(cmd, *a, **k):
+        folder = next(w for w in cmd if w.startswith("XDG_CACHE_HOME=")).partition("=")[2]
+        seen.append((folder, os.listdir(folder)))
+        # the build's command as it was, its own cache folder replaced
+        assert [w for w in cmd if not w.startswith("XDG_CACHE_HOME=")] == \
+            ["env", "PYTHONPATH=/old", "python", "-m", "ncclsleuth", "analyze", "--format", "json", "paste.log"]
+        return {"wall": 1.0, "cpu": 1.0, "rss_kb": 1000, "rc": 1, "stderr": ""}
+
+    monkeypatch.setattr(t.R, "measure", measure)
+    exe = ["env", "XDG_CACHE_HOME=/the/build/own", "PYTHONPATH=/old", "python", "-m", "ncclsleuth"]
+    got = t.first_runs(exe, "paste.log", 3, str(tmp_path))
+    assert got["wall"] == 1.0 and got["runs"] == 3
+    folders = [f for f, _ in seen]
+    assert len(set(folders)) == 3 and all(Path(f).parent == tmp_path for f in folders)
+    assert all(listed == [] for _, listed in seen)  # empty when the run starts
+    assert not any(Path(f).exists() for f in folders)  # removed after it
 
 
 def test_unknown_check_is_a_usage_error(tmp_path):

@@ -345,12 +345,12 @@ def analyze(sources: Sequence[Source], options: Options | None = None) -> Report
     with paused():  # one pause: re-enabled in between, gc would first walk the whole model (~1 s at 16k ranks)
         try:
             built = build(sources, options, meanwhile=lambda: loaded.append(_rules_and_knowledge(options)))
-        finally:
-            if loaded and loaded[0][1] is not None:  # a first run's child, whether the build ended or raised
+        except BaseException:
+            if loaded and loaded[0][1] is not None:  # a first run's child: not left behind
                 loaded[0][1].join()
+            raise
         rules, child = loaded[0]
-        if child is not None:
-            _knowledge_after()
+        _knowledge_ready(child)
         report = diagnose(built.model, rules, [n.to_dict() for n in built.notices], options.with_figures,
                           options.jobs if options.scheduler is None else 1)
     report.files_read = built.files_read
@@ -359,7 +359,7 @@ def analyze(sources: Sequence[Source], options: Options | None = None) -> Report
 
 def _rules_and_knowledge(options: Options) -> tuple[list[Rule], Beside | None]:
     """The rule pack, and the knowledge table made where it is not kept yet, or the child making
-    it (join it after the parse, then :func:`_knowledge_after`).  Where the table is kept, both
+    it (:func:`_knowledge_ready` after the parse).  Where the table is kept, both
     are read now.  On a first run (no table kept) a forked child makes and keeps the rule pack,
     then the knowledge table, and this process reads the pack kept as a warm run does, then parses
     while the child makes the table: its 4.5 MB of YAML took ~0.5 s of a first paste's 1.3 s
@@ -383,11 +383,15 @@ def _made_and_kept(options: Options) -> list[Rule]:
     return rules
 
 
-def _knowledge_after() -> None:
-    """The knowledge table of a first run once its child has ended: the child's, else made here
-    (it failed, or took past its deadline)."""
+def _knowledge_ready(child: Beside | None) -> None:
+    """The knowledge table ready for the rule step: a first run's child (``child``) waited for, and
+    its table read, or made here where it failed or took past its deadline; nothing more where
+    :func:`_rules_and_knowledge` had it ready before the parse."""
+    if child is None:
+        return
     from . import knowledge
 
+    child.join()
     knowledge.prepare()  # nothing where the child kept it
 
 

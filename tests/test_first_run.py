@@ -39,16 +39,20 @@ def docs(folder):
 knowledge._docs = docs
 kept_before = knowledge.table_kept()
 rules, child = api._rules_and_knowledge(api.Options())
-if child is not None:
-    child.join()
-    api._knowledge_after()
+api._knowledge_ready(child)
 print(kept_before, knowledge.table_kept(), len(read_here), len(rules))
 """
 
 
+def _run(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in a process of its own (the test process has threads and children of other
+    tests), with ``cache`` as its cache folder (a first run where it is new)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)} if cache is not None else None
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
 def _probe(tmp_path: Path, mode: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    done = _run("-c", _PROBE, mode, cache=tmp_path)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -68,10 +72,9 @@ def test_without_fork_a_first_run_makes_its_tables_itself(tmp_path: Path) -> Non
 
 
 def test_a_first_run_reports_what_a_warm_run_reports(tmp_path: Path) -> None:
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    cmd = [sys.executable, "-m", "ncclsleuth", "analyze", str(PASTE), "--format", "json", "--jobs", "1"]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    cmd = ["-m", "ncclsleuth", "analyze", str(PASTE), "--format", "json", "--jobs", "1"]
+    first = _run(*cmd, cache=tmp_path)
+    second = _run(*cmd, cache=tmp_path)
     assert first.returncode == second.returncode == 1, first.stderr  # the example's findings
     assert first.stderr == second.stderr == ""  # the child says nothing
     assert json.loads(first.stdout)["findings"] and first.stdout == second.stdout
@@ -91,20 +94,18 @@ started = time.monotonic()
 rules, child = api._rules_and_knowledge(api.Options())
 back = time.monotonic() - started
 kept_then = knowledge.table_kept()
-child.join()
-api._knowledge_after()
+api._knowledge_ready(child)
 print(back < 2.5, kept_then, knowledge.table_kept(), time.monotonic() - started >= 3, len(rules) > 100)
 """
 
 
 def test_a_first_run_parses_while_its_child_makes_the_knowledge_table(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _BESIDE_RUN], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    done = _run("-c", _BESIDE_RUN, cache=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "True", "True", "True"]
 
 
-#: run_beside in a process of its own (the test process has threads and children of other tests)
+#: run_beside in a process of its own
 _BESIDE = """
 import os, sys, time
 from ncclsleuth.parallel import forked
@@ -137,8 +138,7 @@ print(said, failed, waited, took < 10, there_before, joined, os.path.exists(mark
 
 
 def test_run_beside_says_whether_each_step_returned_and_stops_a_child_past_its_wait(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _BESIDE, str(tmp_path / "mark")], capture_output=True, text=True,
-                          timeout=120)
+    done = _run("-c", _BESIDE, str(tmp_path / "mark"))
     assert done.returncode == 0, done.stderr
     # the first step returned: a child to join (True); raised: None, its traceback nowhere; past its
     # wait: stopped, None; the second step: beside this process, joined; raised, past the wait or

@@ -274,6 +274,12 @@ def _numbers(folder: str) -> frozenset[str]:
     return frozenset(_table(folder)["numbers"])
 
 
+def _where(folder: str | Path | None) -> str:
+    """The knowledge folder ``folder`` names, or the default one (:func:`default_dir`), as the
+    caches key it."""
+    return str(Path(folder) if folder else default_dir())
+
+
 def default_dir() -> Path:
     """``knowledge/`` of a source checkout, else the copy shipped in the package."""
     return _default_dir(os.environ.get("NCCLSLEUTH_KNOWLEDGE"))
@@ -296,7 +302,7 @@ def load(folder: str | Path | None = None, check: bool = False) -> KnowledgeBase
     """The knowledge base of ``folder`` (default: the shipped one), from the cache when no
     file changed.  ``check`` validates every file (the tests and ``kb_check`` do; a run
     trusts the shipped data)."""
-    return _load(str(Path(folder) if folder else default_dir()), check)
+    return _load(_where(folder), check)
 
 
 @lru_cache(maxsize=4)
@@ -392,7 +398,7 @@ def prepare(folder: str | Path | None = None) -> None:
     the peak of a first run on the 8,000-rank file when it came after the parse (the memory it
     freed stayed the process's).  Where a table is kept, nothing is read: a few stats, once a
     process (a server answers many questions)."""
-    _prepare(str(Path(folder) if folder else default_dir()))
+    _prepare(_where(folder))
 
 
 @lru_cache(maxsize=4)
@@ -405,7 +411,7 @@ def table_kept(folder: str | Path | None = None) -> bool:
     """Whether the cache folder keeps the knowledge table of ``folder``'s files as they are (a few
     stats; a yes is remembered for the process and that cache folder): where it does not, a run is
     a first run."""
-    where = (str(Path(folder) if folder else default_dir()), cache_dir())
+    where = (_where(folder), cache_dir())
     if where in _KEPT:
         return True
     if is_kept("knowledge", _sources(where[0]), TABLE_VERSION):
@@ -428,7 +434,7 @@ def _blob_there(path: str, size: int) -> bool:
 @lru_cache(maxsize=4)
 def identifier(folder: str | None = None) -> Identifier:
     """Lines -> message ids: NCCL's catalog, PyTorch's, and the other sources' formats."""
-    return Identifier.from_prepared(_table(str(Path(folder) if folder else default_dir()))["others"])
+    return Identifier.from_prepared(_table(_where(folder))["others"])
 
 
 def explain(text: str, phase: str | None = None, folder: str | None = None) -> tuple[Known, Meaning] | None:

@@ -298,7 +298,7 @@ def _reap(pids: Sequence[int], stop: bool) -> None:
 
 #: seconds a child of :func:`run_beside` may take, both steps (a first run's tables take ~1 s; past
 #: this it is stopped and the caller does what it did not)
-ELSEWHERE_WAIT_S = 120.0
+BESIDE_WAIT_S = 120.0
 
 
 class Beside:
@@ -340,7 +340,7 @@ class Beside:
 
 
 def run_beside(first: Callable[[], object], then: Callable[[], object] = lambda: None,
-               wait_s: float = ELSEWHERE_WAIT_S) -> Beside | None:
+               wait_s: float = BESIDE_WAIT_S) -> Beside | None:
     """``first()`` then ``then()`` in a forked child; this process waits for ``first`` only, and
     for ``then`` where it calls :meth:`Beside.join`.  For work whose value is what it leaves on
     disk (a first run's tables, kept in the cache folder): the memory it takes and frees is the

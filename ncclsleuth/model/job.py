@@ -791,6 +791,15 @@ class JobModel:
         self.kind_counts[kind] += 1
         return True
 
+    def launched(self, host: str, pid: int, rank: int) -> None:
+        """The launcher rank of a line of process (``host``, ``pid``) that was counted or folded
+        without an event (:meth:`touch`, :meth:`conn_seen`, :meth:`add_conn`): what ``_process``
+        does with the rank of the event the full way makes of it (a line behind ``srun --label``'s
+        ``12: ``: :mod:`ncclsleuth.parse.prefixed`).  Nothing for a process past its bound."""
+        p = self.processes.get((host, pid))
+        if p is not None and p.launcher_rank is None:
+            p.launcher_rank = rank
+
     def bind(self, source: str, line: int, hp: str) -> None:
         """Know the process of ``hp`` ("host:pid"), creating it as ``_process`` would."""
         host, _, pid_text = hp.rpartition(":")

@@ -201,6 +201,11 @@ def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tupl
     return pos, end
 
 
+#: the peeling of a line's wrappers, and the match of one at a place (:mod:`.prefixed` asks both)
+strip_wrappers = _strip_wrappers
+wrapper_at = _WRAP.match
+
+
 def _skip_space(s: str, pos: int, end: int) -> int:
     """``pos`` past the white space there (the regex only where there is some: most wrappers
     take their own trailing space)."""

@@ -128,11 +128,13 @@ def plannable(line: str) -> bool:
     return len(line) <= MAX_CHARS and line.isascii() and "\r" not in line and "\x1b" not in line
 
 
-def due(seen: dict[int, list[Any]], plans: int, key: bytes, line: str) -> tuple[str, ...] | None:
+def due(seen: dict[int, list[Any]], plans: int, key: bytes, line: str,
+        shape: Callable[[str], bytes] = fixed_key) -> tuple[str, ...] | None:
     """Count ``line``, of shape ``key`` that has no plan yet (``seen``: the shapes counted, by their
     hash, each with its first line; ``plans``: how many the plan table holds).  None while its plan
     is not due; at the shape's ``LEARN_AT``-th line, where the table has room, the earlier lines its
-    plan must also hold for: the shape's first, unless that one was a hash twin's."""
+    plan must also hold for: the shape's first, unless that one was a hash twin's (``shape``: the
+    function ``key`` is of the line by)."""
     h = hash(key)
     got = seen.get(h)
     if got is None:
@@ -144,7 +146,7 @@ def due(seen: dict[int, list[Any]], plans: int, key: bytes, line: str) -> tuple[
         return None
     del seen[h]
     first = got[1]
-    return (first,) if fixed_key(first) == key else ()
+    return (first,) if shape(first) == key else ()
 
 
 def maker_at(line: str) -> int:

@@ -26,12 +26,13 @@ from ..ingest.decode import clean
 from ..util import reread
 from ..util.classes import dataclass
 from ..util.rxstore import rx
-from . import fastpath, learned
+from . import fastpath, learned, prefixed
 from .anchors import PREFILTER, SHORT_RANGE, STEP_START, anchor_starts, block_search
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
-from .grammar import ShapeCache, fixed_key, info_key
+from .grammar import DIGITS_MASK, ShapeCache, fixed_key, info_key
+from .prefixed import PLAIN_INFO
 from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, last_number, per_rank, progress, ranks_in
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
@@ -288,6 +289,12 @@ class FileParser:
         #: learned plans of the other lines the prefilter keeps (:mod:`.learned`), with the plans
         self._learned = self.cache.learned if self._plans is not None and learned.ENABLED else None
         self._probe: FileParser | None = None
+        #: prefixed NCCL INFO lines by their plain line's plan: the shapes checked (:mod:`.prefixed`),
+        #: where the sink is told launcher ranks; a scratch parser for the checks
+        self._dress: dict[tuple[bytes, bytes], bool] | None = self.cache.dressed \
+            if self._plans is not None and prefixed.ENABLED and hasattr(sink, "launched") else None
+        self._dress_probe: FileParser | None = None
+        self._dressing = prefixed.Dressed(sink) if self._dress is not None else None
         #: the tool block open (ibstat, topo -m, ...) and what its reader may read back:
         #: the last lines seen (line by line), or the block of text being scanned and the
         #: end of the one before it (the fast path)
@@ -395,6 +402,9 @@ class FileParser:
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2
         runs = fastpath.RUNS
+        # NCCL INFO lines behind a launcher's or a log collector's prefix (``srun --label``'s ``12: ``,
+        # ``kubectl logs --timestamps``, ``[rank3]:``): the plain line's plan (:mod:`.prefixed`)
+        wrapped = self._learned is not None or self._dress is not None
         # looked up once a block, not once a line (~700,000 INFO lines in an 8,000-rank file)
         sink, source, templated = self.sink, self.source, self._templated
         fast_line, conn_run, short_range = fastpath.fast_line, fastpath.conn_run, SHORT_RANGE
@@ -453,6 +463,15 @@ class FileParser:
                 if refer:
                     self._cur, self._cur_n, self._cur_start = line, n, info
                 said = fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
+                if said and wrapped and not PLAIN_INFO.match(line):  # a launcher's prefix before it
+                    self._bpos = info
+                    planned = self._wrapped(n, line, nxt - info)
+                    if planned is not None:
+                        put(planned)
+                        is_open = self._open()
+                        n, pos = n + 1, end + 1
+                        continue
+                    said = fastpath.SLOW  # no fast-path plan fits the whole line: nothing to learn
                 if said:
                     self._bpos = info
                     evs = self._line(n, line)
@@ -485,18 +504,83 @@ class FileParser:
             (self._on_steps or put)(steps)
         return out
 
+    # ------------------------------------------------------------------ prefixed NCCL INFO lines
+    def _wrapped(self, lineno: int, line: str, at: int) -> list[E.Event] | None:
+        """The events of an NCCL INFO line behind a prefix (``at``: where its `` NCCL INFO `` is)
+        still to be delivered: none where its plain line's plan did it (:meth:`_dressed`), a learned
+        plan's of the whole line (:mod:`.learned`), or None where the full way must parse it."""
+        if self._dress is not None and line.isascii():
+            if self._dressed(lineno, line, at):
+                return []
+        return self._by_plan(lineno, line, info_key) if self._learned is not None else None
+
+    def _dressed(self, lineno: int, line: str, at: int) -> bool:
+        """Whether the plain NCCL INFO line after ``line``'s prefix went by its plan (or, with no
+        plan yet, the full way, and its plan was learned), its events given the prefix's launcher
+        rank, time and the whole line (:mod:`.prefixed`); False where the prefix is not one the
+        envelope only peels, or the shape's check failed: nothing was done."""
+        assert self._dress is not None and self._plans is not None  # the caller's condition
+        k = line.rfind(" ", 0, line.rfind(" ", 0, at)) + 1  # where the plain line's host starts
+        if k <= 0 or PLAIN_INFO.match(line, k) is None:
+            return False
+        got = prefixed.fields(line, k)
+        if got is None:
+            return False
+        rank, ts, shape = got
+        plain = line[k:]
+        key = plain.encode().translate(DIGITS_MASK) if "0x" not in plain else info_key(plain)  # info_key, inline
+        ok = self._dress.get((shape, key))
+        if ok is None:  # the shape's first line: the full way and the dressed plain line's, compared
+            ok = prefixed.agrees(line, k, rank, ts, partial(self._dress_probe_line, lineno))
+            if len(self._dress) < prefixed.MAX_SHAPES:
+                self._dress[shape, key] = ok
+        if not ok:
+            return False
+        sink, plan = self.sink, self._plans.get(key)
+        dressed = self._dressing.at(line, rank, ts)  # type: ignore[union-attr]  # set with _dress
+        self.sink = dressed  # the sink of the plan's calls (``_templated``)
+        try:
+            if plan is None:  # no plan yet: the full way of the plain line, and its plan learned
+                evs = self._line(lineno, plain)
+                if not self._open():
+                    fastpath.learn(self._plans, self.cache, sink, plain, evs)  # type: ignore[arg-type]
+                self._deliver(evs)
+            elif fastpath.by_plan(plan, dressed, self.source, lineno, plain, self._templated) == fastpath.SLOW:
+                return False  # nothing done: the full way, for the whole line
+        finally:
+            self.sink = sink
+        if rank is not None and len(self._ranks) < 2:
+            self._ranks.add(rank)
+        return True
+
+    def _dress_probe_line(self, lineno: int, text: str) -> list[E.Event] | None:
+        """The full parser's events of line ``text`` on a scratch parser with no sink; None where
+        that moved its state (it opened something, was held, failed)."""
+        probe = self._dress_probe
+        if probe is None:
+            probe = self._dress_probe = FileParser(self.source, cache=self.cache, keep_text=False,
+                                                   use_catalog=self.use_catalog)
+        state = probe._state()
+        out = probe._line(lineno, text)
+        if probe._state() != state:
+            self._dress_probe = None
+            return None
+        return out
+
     # ------------------------------------------------------------------ learned plans
-    def _by_plan(self, lineno: int, text: str) -> list[E.Event] | None:
+    def _by_plan(self, lineno: int, text: str, shape: Callable[[str], bytes] = fixed_key) -> list[E.Event] | None:
         """The events of a line the prefilter kept, by its shape's learned plan (:mod:`.learned`);
-        None where the full path must parse it (no plan: then it may learn one)."""
+        None where the full path must parse it (no plan: then it may learn one).  ``shape``: the
+        line's shape key, :func:`~.grammar.info_key` for an NCCL INFO line behind a prefix (its
+        pointers and commIds are a new hex run on every line: one shape each by ``fixed_key``)."""
         if not learned.plannable(text):
             return None
-        key = fixed_key(text)
+        key = shape(text)
         table = self._learned
         assert table is not None
         plan = table.get(key)
         if plan is None:
-            others = learned.due(self.cache.learn_seen, len(table), key, text)
+            others = learned.due(self.cache.learn_seen, len(table), key, text, shape)
             return None if others is None else self._learn(key, lineno, text, others)
         cls = plan.cls if plan is not learned.SLOW else None
         if plan is learned.SLOW or (cls is None and len(self._ranks) < 2):

@@ -35,7 +35,7 @@ from .lines import Carry, Sink, sample_step
 #: the words of a reader's notice of its first cut line (a file says its first one only)
 CUT_NOTICE = "bytes: cut at"
 #: record codes (an event is recorded as itself)
-_TOUCH, _CONN, _ADD_CONN, _STEPS, _RUN = 0, 1, 2, 3, 4
+_TOUCH, _CONN, _ADD_CONN, _STEPS, _RUN, _LAUNCHED = 0, 1, 2, 3, 4, 5
 #: records pickled together when a piece crosses a pipe (:class:`OpChunks`): ~250 KB pickled,
 #: ~1 MB of objects read back at a time
 OPS_CHUNK = 4096
@@ -134,6 +134,9 @@ class Recorder:
         texts = self._texts
         self.ops.append((_RUN, first, self._hp.setdefault(hp, hp), [texts.setdefault(r, r) for r in rests], cuts))
 
+    def launched(self, host: str, pid: int, rank: int) -> None:
+        self.ops.append((_LAUNCHED, host, pid, rank))
+
     def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None:
         t = self._conn.get(rest)
         if t is None:
@@ -212,6 +215,8 @@ def _replay(model: Sink, source: str, ops: list[Any], steps: Callable[[list[E.Ev
         elif code == _STEPS:
             for ev in steps(op[1]):
                 add(ev)
+        elif code == _LAUNCHED:
+            model.launched(*op[1:])
         else:
             model.add_conn(source, *op[1:])
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ncclsleuth.ingest import decode as ingest
-from ncclsleuth.parse import anchors, catalog, envelope, grammar, lines
+from ncclsleuth.parse import anchors, catalog, envelope, grammar, lines, prefixed
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("regex_budget", ROOT / "tools" / "regex_budget.py")
@@ -37,8 +37,9 @@ ENVELOPE = {
 }
 # how the parser (parse/lines.py, parse/anchors.py) applies each of its module-level patterns
 _PARSE_MODES = {"_TESTS_HEAD": "match", "_ANCHORS": "finditer", "_CONNECT_ANCHOR": "finditer", "_EXC": "match", "_FKEY": "match", "_ROW": "match", "_FRAME": "match",
-               "_DECL": "match", "_RULE": "match"}  # anchors.py reads the grammar with these two
-PARSE = {f"parse.{n}": (o, _PARSE_MODES.get(n, "search")) for mod in (lines, anchors) for n, o in sorted(vars(mod).items())
+               "_DECL": "match", "_RULE": "match",  # anchors.py reads the grammar with these two
+               "PLAIN_INFO": "match", "_RUN": "finditer"}  # prefixed.py: at a line's host; its prefix's digit runs
+PARSE = {f"parse.{n}": (o, _PARSE_MODES.get(n, "search")) for mod in (lines, anchors, prefixed) for n, o in sorted(vars(mod).items())
          if isinstance(o, re.Pattern)}
 PARSE.update({f"parse.anchor when {lit!r}": (rx, "finditer") for lit, rx in anchors.GUARDED_ANCHORS})
 # the shape cache's value-run split (split scans as finditer does)

@@ -243,6 +243,9 @@ class ShapeCache:
         #: (``FileParser._step_event``: those lines are sampled apart from the others)
         self.step_plans: dict[bytes, Any] = {}
         self.step_seen: dict[int, list[Any]] = {}
+        #: (prefix, plain line) shapes of a prefixed NCCL INFO line -> whether its plain line's plan,
+        #: dressed with the prefix's fields, makes what the full parser does (ncclsleuth.parse.prefixed)
+        self.dressed: dict[tuple[bytes, bytes], bool] = {}
         #: learnings tried (makers and learned plans: ``learned.MAX_LEARNINGS`` at most)
         self.learnings = 0
         self.hits = self.misses = self.parses = 0

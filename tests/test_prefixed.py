@@ -1,0 +1,175 @@
+"""NCCL INFO lines behind a launcher's or a log collector's prefix (ncclsleuth.parse.prefixed) go by
+their plain line's plan and change nothing but speed: the same report, byte for byte, with the path
+on and off, in one process and split over two; the same model (launcher ranks included); the
+prefix read as the envelope reads it, and nothing taken that the envelope peels otherwise."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from _jobs import layout_job
+
+from ncclsleuth import api
+from ncclsleuth.ingest import blocks
+from ncclsleuth.model.job import UNREAD_KINDS, JobModel
+from ncclsleuth.parallel import split
+from ncclsleuth.parse import learned, prefixed
+from ncclsleuth.parse import lines as L
+from ncclsleuth.parse.grammar import ShapeCache
+from ncclsleuth.renderers import render
+
+_HP = re.compile(r"([\w.-]+:\d+):\d+ \[")
+_RANK = re.compile(r"\[rank(\d+)\]:")
+
+
+def _prefixed(text: str, how: str) -> str:
+    """Every line of ``text`` as ``how`` would have printed it: each process's lines with its own
+    task number (``srun --label``: the order its first line came in), a time on each line
+    (``kubectl logs --timestamps``), or both ways torchrun and kubectl do."""
+    tasks: dict[str, int] = {}
+    out = []
+    for i, line in enumerate(text.split("\n")):
+        m = _HP.match(line)
+        r = _RANK.match(line)
+        task = tasks.setdefault(m.group(1), len(tasks)) if m else int(r.group(1)) if r else 0
+        ts = f"2025-11-29T11:{30 + i // 60000 % 30:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}456789Z"
+        out.append({"srun": f"{task}: {line}", "kubectl": f"{ts} {line}",
+                    "kubectl-torchrun": f"{ts} [default{task}]:{line}",
+                    "srun-kubectl": f"{task}: {ts} {line}"}[how] if line else line)
+    return "\n".join(out)
+
+
+@pytest.fixture(autouse=True)
+def _no_shapes_read_before() -> None:
+    """Each test reads its prefixes' shapes from their first line (the table is the process's)."""
+    prefixed._SHAPES.clear()
+
+
+@pytest.fixture(scope="module")
+def plain_job(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("prefixed")
+    return (layout_job(root, "one-file", ranks=32, comms=2, channels=8, noise=10) / "job.log").read_text()
+
+
+def _ways(monkeypatch: pytest.MonkeyPatch, on: str) -> None:
+    """The full way (``""``), learned plans of whole prefixed lines (``"learned"``), and both with
+    the plain lines' plans dressed (``"dressed"``: what analyze does)."""
+    monkeypatch.setattr(learned, "ENABLED", on != "")
+    monkeypatch.setattr(prefixed, "ENABLED", on == "dressed")
+
+
+def _report(path: Path, monkeypatch: pytest.MonkeyPatch, on: str, jobs: int = 1, piece: int | None = None) -> str:
+    _ways(monkeypatch, on)
+    report = api.analyze([str(path)], api.Options(jobs=jobs, piece_bytes=piece, cache=True, shared_cache=False))
+    return render("json", report)
+
+
+@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl"])
+def test_the_report_is_the_full_ways_in_one_process_and_split(tmp_path, monkeypatch, plain_job, how):
+    path = tmp_path / "job.log"
+    path.write_text(_prefixed(plain_job, how))
+    full = _report(path, monkeypatch, "")
+    assert "desync" in full.lower()  # the injected failure is found at all
+    assert _report(path, monkeypatch, "learned") == full
+    assert _report(path, monkeypatch, "dressed") == full
+    monkeypatch.setattr(blocks, "BLOCK", 4096)
+    monkeypatch.setattr(split, "PIECES_PER_JOB", 10_000)
+    assert _report(path, monkeypatch, "dressed", jobs=2, piece=4096) == full
+
+
+def _model(text: str, monkeypatch: pytest.MonkeyPatch, on: str) -> tuple[tuple, int]:
+    """The model's state after ``text`` (blocks of ~5,000 characters), and the lines the full way
+    parsed of those that hold `` NCCL INFO ``."""
+    _ways(monkeypatch, on)
+    full = 0
+    record = L.FileParser._record_line
+
+    def counted(self: L.FileParser, lineno: int, line: str) -> list:
+        nonlocal full
+        full += " NCCL INFO " in line
+        return record(self, lineno, line)
+
+    monkeypatch.setattr(L.FileParser, "_record_line", counted)
+    model = JobModel(UNREAD_KINDS)
+    fp = L.FileParser("t.log", ShapeCache(store=False), keep_text=False, use_catalog=False, sink=model,
+                      drop=UNREAD_KINDS)
+    for i in range(0, len(text), 5000):
+        start = text.rfind("\n", 0, i) + 1 if i else 0
+        end = text.rfind("\n", 0, i + 5000) if i + 5000 < len(text) else len(text)
+        if end > start:
+            fp.parse_block(text.count("\n", 0, start) + 1, text[start:end])
+    model.settle()
+    procs = sorted((k, p.first_line, p.last_line, p.last_kind, p.launcher_rank, p.net_conns, p.gdr_conns)
+                   for k, p in model.processes.items())
+    comms = sorted((k, sorted(c.hop_items()), sorted(c.transports.items())) for k, c in model.comms.items())
+    kept = sorted((k, [e.to_dict() for e in evs]) for k, evs in model.events.items())
+    return (procs, comms, sorted(model.kind_counts.items()), kept), full
+
+
+def test_the_model_is_the_full_ways_launcher_ranks_included(monkeypatch, plain_job):
+    text = _prefixed(plain_job, "srun")
+    fast, parsed_fast = _model(text, monkeypatch, "dressed")
+    full, parsed_full = _model(text, monkeypatch, "")
+    assert fast == full
+    procs = fast[0]
+    assert procs and all(p[4] is not None for p in procs)  # every process's task number, as the full way
+    nccl = text.count(" NCCL INFO ")
+    assert parsed_full >= nccl  # the full way: every line (its plan's learning parses some again)
+    # the path: about as few as of the plain lines (a shape's first lines before its plan, and the
+    # check of each shape: two parses; here two shapes of prefix, ``9: `` and ``10: ``)
+    _, parsed_plain = _model(plain_job, monkeypatch, "dressed")
+    assert parsed_plain < nccl // 5
+    assert parsed_fast <= 3 * parsed_plain
+
+
+def test_a_prefix_is_read_as_the_envelope_reads_it():
+    plain = "node3:4242:4300 [2] NCCL INFO Channel 00/24 : 5[2] -> 6[3] via P2P/IPC"
+    ts = "2025-11-29T11:31:50.123456789Z"
+    cases = {f"12: {plain}": (12, None), f"{ts} {plain}": (None, ts), f"[default7]:{plain}": (7, None),
+             f"3: {ts} {plain}": (3, ts), f"[rank 5]: {plain}": (5, None), f"> {plain}": (None, None)}
+    for line, want in cases.items():
+        k = line.index("node3")
+        got = prefixed.fields(line, k)
+        assert got is not None and got[:2] == want, line
+        # a second prefix of the same shape is read from the same places, not as the first
+        other = re.sub(r"\d", lambda m: str((int(m.group()) + 3) % 10), line[:k]) + line[k:]
+        again = prefixed.fields(other, k)
+        assert again is not None and again[2] == got[2], other
+        assert (again[0] is None) == (want[0] is None) and (again[1] is None) == (want[1] is None)
+        if want[0] is not None:
+            assert again[0] != got[0]
+
+
+def test_a_task_number_that_a_time_also_holds_is_read_from_its_own_place():
+    """The first line of its shape holds the task's ``3`` also as the time's ``03`` and ``003``: the
+    rank's place is the run whose change moves it, and the shape's next line is read from there."""
+    plain = "node3:4242:4300 [2] NCCL INFO Channel 00/24 : 5[2] -> 6[3] via P2P/IPC"
+    first = f"3: 2025-11-29T11:30:03.003456789Z {plain}"
+    assert prefixed.fields(first, first.index("node3"))[:2] == (3, "2025-11-29T11:30:03.003456789Z")
+    later = f"7: 2025-11-29T11:31:03.003456789Z {plain}"
+    assert prefixed.fields(later, later.index("node3"))[:2] == (7, "2025-11-29T11:31:03.003456789Z")
+
+
+@pytest.mark.parametrize("line", [
+    "[PG 0 Rank 3] node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # a process group's tag
+    "[1,3]<stdout>:node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # Open MPI: split apart
+    "12: node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>`",  # a backtick peeled off the end
+    "12: INFO:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # a host the envelope peels too
+    "12: 1999-01-01T10:42:42 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # ... and one it reads as a time
+    "12 node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # nothing the envelope peels
+])
+def test_a_line_the_envelope_peels_otherwise_is_not_taken(line):
+    k = line.rfind(" ", 0, line.rfind(" ", 0, line.index(" NCCL INFO "))) + 1
+    assert prefixed.fields(line, k) is None
+
+
+def test_a_shape_whose_full_way_differs_goes_the_full_way(monkeypatch, plain_job):
+    """Where the check finds the two ways apart, the line is the full way's: here every shape is
+    made to fail it, and the model is still the full way's."""
+    text = _prefixed(plain_job, "kubectl")
+    monkeypatch.setattr(prefixed, "agrees", lambda *a: False)
+    refused, parsed = _model(text, monkeypatch, "dressed")
+    full, _ = _model(text, monkeypatch, "")
+    assert refused == full
+    assert parsed > text.count(" NCCL INFO ") // 2  # the full way (or a learned plan's of the whole line)

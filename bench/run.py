@@ -32,6 +32,8 @@ Modes:
   python bench/run.py --density               the density sweep: ~1%, ~30%, ~75% NCCL lines, per-rank
                                               folders and one file, noise and NCCL lines/s separately
   python bench/run.py --density --before /path/to/other/ncclsleuth   ... and another build, same run
+  python bench/run.py --prefixes --sweep-lines 300000   the ~75% one-file job as srun --label, kubectl
+                                              --timestamps and torchrun under kubectl print it
   python bench/run.py --density --before "main=env PYTHONPATH=/tmp/main python -m ncclsleuth"  (repeatable)
   python bench/run.py --sizes 1000000,2000000 --before "re=env NCCLSLEUTH_NO_RE2=1 python -m ncclsleuth"
                                               the sizes table with another build in the same rounds
@@ -646,6 +648,75 @@ def mode_density(a: argparse.Namespace, exe: list[str]) -> dict:
             "load": load, "fits": {"|".join(k): v for k, v in fits.items()}}
 
 
+#: launcher and log-collector prefixes (``--prefixes``): how each prints every line of a job
+PREFIXES = ("plain", "srun --label", "kubectl --timestamps", "kubectl + torchrun")
+_HOST_PID = re.compile(r"([\w.-]+:\d+):\d+ \[")
+_RANK_TAG = re.compile(r"\[rank(\d+)\]:")
+
+
+def prefixed_copy(src: str, dst: str, how: str) -> None:
+    """``src`` with each line as ``how`` prints it: ``srun --label``'s task number (a process's
+    lines one number, in the order the processes' first lines come; a PyTorch line's ``[rankN]:``
+    rank), ``kubectl logs --timestamps``' RFC 3339 time, or that time before torchrun's
+    ``[defaultN]:``."""
+    tasks: dict[str, int] = {}
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for i, line in enumerate(f):
+            m = _HOST_PID.match(line)
+            r = _RANK_TAG.match(line)
+            task = tasks.setdefault(m.group(1), len(tasks)) if m else int(r.group(1)) if r else 0
+            ts = f"2025-11-29T11:{30 + i // 3_600_000 % 30:02d}:{i // 60_000 % 60:02d}.{i % 60_000:09d}Z"
+            out.write({"plain": line, "srun --label": f"{task}: {line}", "kubectl --timestamps": f"{ts} {line}",
+                       "kubectl + torchrun": f"{ts} [default{task}]:{line}"}[how])
+
+
+def mode_prefixes(a: argparse.Namespace, exe: list[str]) -> dict:
+    """The ~75% NCCL one-file job of the density sweep, each line behind each launcher's or log
+    collector's prefix (:data:`PREFIXES`); baseline and each build's ``analyze --jobs N`` alternating.
+    The baseline's anchored prefix regex matches no prefixed NCCL line: it reads and tries every
+    line alike, so its time is the floor of each copy as of the plain one."""
+    tools = build_tools(a.before, "after", exe, None if a.user_cache else a.caches)
+    root = os.path.join(OUT, f"prefixes-{a.sweep_lines}")
+    opts = dict(DENSITIES[-1][1])
+    opts["ranks"] = max(8, round(opts["ranks"] * a.sweep_lines / 1_000_000))
+    job = os.path.join(root, "job")
+    if not os.path.exists(os.path.join(job, "job.log")):
+        gen(job, a.sweep_lines, a, **opts, layout="one-file", inject="desync", gzip=False)
+    cases = []
+    for how in PREFIXES:
+        path = os.path.join(root, how.split()[0].replace("+", "") + ("-torchrun" if "torchrun" in how else "") + ".log")
+        if not os.path.exists(path):
+            prefixed_copy(os.path.join(job, "job.log"), path, how)
+        cases.append((how, path))
+    cmds: list[tuple[str, list[str]]] = [("baseline", [sys.executable, os.path.abspath(__file__), "--_baseline"])]
+    for tname, texe in tools:
+        for j in a.jobs:
+            cmds.append((f"{tname} --jobs {j}", texe + ["analyze", "--format", "json", "--jobs", str(j)]))
+    for _, cmd in cmds[1:]:  # each build's cache folder made (the density sweep's median hides it)
+        measure(cmd + [cases[0][1]])
+    results = []
+    for how, path in cases:
+        warm([path])
+        runs: dict[str, list[dict]] = {name: [] for name, _ in cmds}
+        for _ in range(max(1, a.repeat)):  # round-robin: load on the machine falls on every tool alike
+            for name, cmd in cmds:
+                runs[name].append(measure(cmd + [path]))
+        row = {"prefix": how, "logs": path, "tools": {name: _median(rs) for name, rs in runs.items()}}
+        results.append(row)
+        print(f"  {how:<22} " + "  ".join(f"{n} {m['wall']:.2f}s" for n, m in row["tools"].items()), flush=True)
+    names = [n for n, _ in cmds if n != "baseline"]
+    print(f"\nPrefixed lines, {a.repeat} run(s) per cell (median wall s; the tools alternate). Each cell: "
+          "wall s / x baseline / peak RSS MiB.\n")
+    print("| prefix | baseline wall s | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    for row in results:
+        b = row["tools"]["baseline"]
+        print(f"| {row['prefix']} | {b['wall']:.2f} | " + " | ".join(
+            f"{m['wall']:.2f} / {b['wall'] / m['wall']:.2f}x / {m['rss_kb'] / 1024:.0f}"
+            for m in (row["tools"][n] for n in names)) + " |")
+    return {"prefixes": results}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--_baseline"]:
@@ -673,6 +744,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="time analyze only (ncclsleuth parse writes every line as JSON: minutes at 2M lines)")
     ap.add_argument("--density", action="store_true", help="the density sweep (see the module doc)")
     ap.add_argument("--sweep-lines", type=int, default=1_000_000, help="lines of each density-sweep job")
+    ap.add_argument("--prefixes", action="store_true",
+                    help="the ~75%% NCCL one-file job behind each launcher's and log collector's line prefix")
     ap.add_argument("--before", action="append", metavar="[NAME=]COMMAND",
                     help="another ncclsleuth command measured in the same run (density sweep; repeatable)")
     ap.add_argument("--user-cache", action="store_true",
@@ -697,6 +770,9 @@ def main(argv: list[str] | None = None) -> int:
     elif a.density:
         with tempfile.TemporaryDirectory(prefix="ncclsleuth-caches-") as a.caches:
             res = mode_density(a, exe)
+    elif a.prefixes:
+        with tempfile.TemporaryDirectory(prefix="ncclsleuth-caches-") as a.caches:
+            res = mode_prefixes(a, exe)
     elif a.profile:
         res = mode_profile(a, exe)
     elif a.sizes:

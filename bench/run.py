@@ -32,8 +32,9 @@ Modes:
   python bench/run.py --density               the density sweep: ~1%, ~30%, ~75% NCCL lines, per-rank
                                               folders and one file, noise and NCCL lines/s separately
   python bench/run.py --density --before /path/to/other/ncclsleuth   ... and another build, same run
-  python bench/run.py --prefixes --sweep-lines 300000   the ~75% one-file job as srun --label, kubectl
-                                              --timestamps and torchrun under kubectl print it
+  python bench/run.py --prefixes --sweep-lines 200000   the ~75% one-file job as srun --label, kubectl
+                                              --timestamps, torchrun under kubectl, mpirun --tag-output
+                                              and NCCL's own times print it
   python bench/run.py --density --before "main=env PYTHONPATH=/tmp/main python -m ncclsleuth"  (repeatable)
   python bench/run.py --sizes 1000000,2000000 --before "re=env NCCLSLEUTH_NO_RE2=1 python -m ncclsleuth"
                                               the sizes table with another build in the same rounds
@@ -649,7 +650,8 @@ def mode_density(a: argparse.Namespace, exe: list[str]) -> dict:
 
 
 #: launcher and log-collector prefixes (``--prefixes``): how each prints every line of a job
-PREFIXES = ("plain", "srun --label", "kubectl --timestamps", "kubectl + torchrun")
+PREFIXES = ("plain", "srun --label", "kubectl --timestamps", "kubectl + torchrun", "mpirun --tag-output",
+            "NCCL_DEBUG_TIMESTAMP_LEVELS=ALL")
 _HOST_PID = re.compile(r"([\w.-]+:\d+):\d+ \[")
 _RANK_TAG = re.compile(r"\[rank(\d+)\]:")
 
@@ -657,8 +659,9 @@ _RANK_TAG = re.compile(r"\[rank(\d+)\]:")
 def prefixed_copy(src: str, dst: str, how: str) -> None:
     """``src`` with each line as ``how`` prints it: ``srun --label``'s task number (a process's
     lines one number, in the order the processes' first lines come; a PyTorch line's ``[rankN]:``
-    rank), ``kubectl logs --timestamps``' RFC 3339 time, or that time before torchrun's
-    ``[defaultN]:``."""
+    rank), ``kubectl logs --timestamps``' RFC 3339 time, that time before torchrun's
+    ``[defaultN]:``, Open MPI's ``[1,N]<stdout>:``, or NCCL's own time before its lines (2.26+,
+    ``NCCL_DEBUG_TIMESTAMP_LEVELS=ALL``, format ``[%F %T.%6f] ``)."""
     tasks: dict[str, int] = {}
     with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
         for i, line in enumerate(f):
@@ -666,8 +669,11 @@ def prefixed_copy(src: str, dst: str, how: str) -> None:
             r = _RANK_TAG.match(line)
             task = tasks.setdefault(m.group(1), len(tasks)) if m else int(r.group(1)) if r else 0
             ts = f"2025-11-29T11:{30 + i // 3_600_000 % 30:02d}:{i // 60_000 % 60:02d}.{i % 60_000:09d}Z"
+            nccl_ts = f"[2025-11-29 11:{30 + i // 3_600_000 % 30:02d}:{i // 60_000 % 60:02d}.{i % 60_000:06d}] "
             out.write({"plain": line, "srun --label": f"{task}: {line}", "kubectl --timestamps": f"{ts} {line}",
-                       "kubectl + torchrun": f"{ts} [default{task}]:{line}"}[how])
+                       "kubectl + torchrun": f"{ts} [default{task}]:{line}",
+                       "mpirun --tag-output": f"[1,{task}]<stdout>:{line}",
+                       "NCCL_DEBUG_TIMESTAMP_LEVELS=ALL": f"{nccl_ts}{line}" if m else line}[how])
 
 
 def mode_prefixes(a: argparse.Namespace, exe: list[str]) -> dict:
@@ -684,7 +690,7 @@ def mode_prefixes(a: argparse.Namespace, exe: list[str]) -> dict:
         gen(job, a.sweep_lines, a, **opts, layout="one-file", inject="desync", gzip=False)
     cases = []
     for how in PREFIXES:
-        path = os.path.join(root, how.split()[0].replace("+", "") + ("-torchrun" if "torchrun" in how else "") + ".log")
+        path = os.path.join(root, re.sub(r"[^\w]+", "-", how).strip("-") + ".log")
         if not os.path.exists(path):
             prefixed_copy(os.path.join(job, "job.log"), path, how)
         cases.append((how, path))

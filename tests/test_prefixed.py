@@ -26,7 +26,8 @@ _RANK = re.compile(r"\[rank(\d+)\]:")
 def _prefixed(text: str, how: str) -> str:
     """Every line of ``text`` as ``how`` would have printed it: each process's lines with its own
     task number (``srun --label``: the order its first line came in), a time on each line
-    (``kubectl logs --timestamps``), or both ways torchrun and kubectl do."""
+    (``kubectl logs --timestamps``), both ways torchrun and kubectl do, Open MPI's tag
+    (``mpirun --tag-output``), or NCCL's own time (2.26+, ``NCCL_DEBUG_TIMESTAMP_LEVELS=ALL``)."""
     tasks: dict[str, int] = {}
     out = []
     for i, line in enumerate(text.split("\n")):
@@ -34,9 +35,11 @@ def _prefixed(text: str, how: str) -> str:
         r = _RANK.match(line)
         task = tasks.setdefault(m.group(1), len(tasks)) if m else int(r.group(1)) if r else 0
         ts = f"2025-11-29T11:{30 + i // 60000 % 30:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}456789Z"
+        nccl_ts = f"[2025-11-29 11:{30 + i // 60000 % 30:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}456] "
         out.append({"srun": f"{task}: {line}", "kubectl": f"{ts} {line}",
                     "kubectl-torchrun": f"{ts} [default{task}]:{line}",
-                    "srun-kubectl": f"{task}: {ts} {line}"}[how] if line else line)
+                    "srun-kubectl": f"{task}: {ts} {line}", "mpirun": f"[1,{task}]<stdout>:{line}",
+                    "nccl-time": f"{nccl_ts}{line}" if m else line}[how] if line else line)
     return "\n".join(out)
 
 
@@ -65,7 +68,7 @@ def _report(path: Path, monkeypatch: pytest.MonkeyPatch, on: str, jobs: int = 1,
     return render("json", report)
 
 
-@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl"])
+@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl", "mpirun", "nccl-time"])
 def test_the_report_is_the_full_ways_in_one_process_and_split(tmp_path, monkeypatch, plain_job, how):
     path = tmp_path / "job.log"
     path.write_text(_prefixed(plain_job, how))
@@ -127,7 +130,8 @@ def test_a_prefix_is_read_as_the_envelope_reads_it():
     plain = "node3:4242:4300 [2] NCCL INFO Channel 00/24 : 5[2] -> 6[3] via P2P/IPC"
     ts = "2025-11-29T11:31:50.123456789Z"
     cases = {f"12: {plain}": (12, None), f"{ts} {plain}": (None, ts), f"[default7]:{plain}": (7, None),
-             f"3: {ts} {plain}": (3, ts), f"[rank 5]: {plain}": (5, None), f"> {plain}": (None, None)}
+             f"3: {ts} {plain}": (3, ts), f"[rank 5]: {plain}": (5, None), f"> {plain}": (None, None),
+             f"[1,6]<stdout>:{plain}": (6, None), f"[2025-11-29 11:31:50.123456] {plain}": (None, "2025-11-29 11:31:50.123456")}
     for line, want in cases.items():
         k = line.index("node3")
         got = prefixed.fields(line, k)
@@ -153,7 +157,7 @@ def test_a_task_number_that_a_time_also_holds_is_read_from_its_own_place():
 
 @pytest.mark.parametrize("line", [
     "[PG 0 Rank 3] node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # a process group's tag
-    "[1,3]<stdout>:node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # Open MPI: split apart
+    "[1,3]<stdout>:node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>[1,4]<stdout>:x",  # Open MPI: split apart
     "12: node3:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>`",  # a backtick peeled off the end
     "12: INFO:4242:4300 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # a host the envelope peels too
     "12: 1999-01-01T10:42:42 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",  # ... and one it reads as a time

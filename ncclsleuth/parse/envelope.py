@@ -201,9 +201,11 @@ def _strip_wrappers(s: str, pos: int, end: int, meta: dict[str, object]) -> tupl
     return pos, end
 
 
-#: the peeling of a line's wrappers, and the match of one at a place (:mod:`.prefixed` asks both)
+#: the peeling of a line's wrappers, the match of one at a place, and a line's Open MPI parts
+#: (:mod:`.prefixed` asks them)
 strip_wrappers = _strip_wrappers
 wrapper_at = _WRAP.match
+split_mpi = _split_mpi
 
 
 def _skip_space(s: str, pos: int, end: int) -> int:

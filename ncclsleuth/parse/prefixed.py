@@ -2,8 +2,9 @@
 
 ``srun --label`` puts the task's number before every line (``12: node3:4242:4300 [2] NCCL INFO
 Channel 00/24 : ...``), ``kubectl logs --timestamps`` an RFC 3339 time
-(``2025-11-29T11:31:50.123456789Z node3:...``), torchrun ``[default3]:``: on a Slurm job run with
-``--label`` every line of the ``slurm-N.out`` has one.  The fast path's plans
+(``2025-11-29T11:31:50.123456789Z node3:...``), torchrun ``[default3]:``, ``mpirun --tag-output``
+``[1,3]<stdout>:``, NCCL itself its time with ``NCCL_DEBUG_TIMESTAMP_LEVELS=ALL`` (2.26+): on a
+Slurm job run with ``--label`` every line of the ``slurm-N.out`` has one.  The fast path's plans
 (:mod:`.fastpath`) are for plain lines, so each such line took the full way: the envelope, the
 message grammar, an event (300,000 lines of an 8,000-rank job's init: 4.5 s plain, 26 s with
 ``srun --label``, 27 s with ``kubectl`` times).
@@ -12,7 +13,7 @@ What the full parser makes of such a line is what it makes of the plain line aft
 with the prefix's launcher rank and time (and the whole line as the text), wherever
 (:mod:`.envelope`) the wrappers peeled from the line's start end exactly where the plain line
 starts, nothing is peeled from its end, no process-group tag is among them, and the line is not
-one of the forms peeled apart otherwise (Open MPI tags inside, Markdown links).  So the plain
+one of the forms peeled apart otherwise (Open MPI tags after its start, Markdown links).  So the plain
 line goes by its plan, on a sink (:class:`Dressed`) that gives every event the prefix's rank,
 time and text, and tells the model the launcher rank of a connection line's or a counted line's
 process (what ``JobModel._process`` does with the event the full way makes: ``launched``).
@@ -33,7 +34,7 @@ from .. import events as E
 from ..events.base import share_int, shared_int_get
 from ..util import bounded_put
 from ..util.rxstore import rx
-from .envelope import strip_wrappers, wrapper_at
+from .envelope import split_mpi, strip_wrappers, wrapper_at
 from .grammar import DIGITS_MASK as _DIGITS
 
 #: the path on (tests switch it off to compare)
@@ -64,8 +65,8 @@ def fields(line: str, k: int) -> tuple[int | None, str | None, bytes] | None:
     line).  Each alternative ends before ``k`` (a literal, a bracket or a space) and the plain
     line's host starts with no space, so the first passes peel the prefix alone; whether the next
     stops at ``k`` depends on the host too, and is asked of every line (one anchored match)."""
-    if "]<std" in line or "](http" in line or line.endswith(("`", "across cluster]")):
-        return None
+    if "](http" in line or line.endswith(("`", "across cluster]")) or ("]<std" in line and split_mpi(line) != [line]):
+        return None  # a link, or wrappers peeled off the end; records of several ranks glued by Open MPI
     prefix = line[:k]
     shape = prefix.encode().translate(_DIGITS)
     got = _SHAPES.get(shape, _UNREAD)

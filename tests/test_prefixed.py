@@ -110,17 +110,19 @@ def _model(text: str, monkeypatch: pytest.MonkeyPatch, on: str) -> tuple[tuple, 
     return (procs, comms, sorted(model.kind_counts.items()), kept), full
 
 
-def test_the_model_is_the_full_ways_launcher_ranks_included(monkeypatch, plain_job):
-    text = _prefixed(plain_job, "srun")
+@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl", "mpirun", "nccl-time"])
+def test_the_model_is_the_full_ways_launcher_ranks_included(monkeypatch, plain_job, how):
+    text = _prefixed(plain_job, how)
     fast, parsed_fast = _model(text, monkeypatch, "dressed")
     full, parsed_full = _model(text, monkeypatch, "")
     assert fast == full
     procs = fast[0]
-    assert procs and all(p[4] is not None for p in procs)  # every process's task number, as the full way
+    if how in ("srun", "kubectl-torchrun", "srun-kubectl", "mpirun"):  # every process's task number, as the full way
+        assert procs and all(p[4] is not None for p in procs)
     nccl = text.count(" NCCL INFO ")
     assert parsed_full >= nccl  # the full way: every line (its plan's learning parses some again)
     # the path: about as few as of the plain lines (a shape's first lines before its plan, and the
-    # check of each shape: two parses; here two shapes of prefix, ``9: `` and ``10: ``)
+    # check of each shape: two parses; here up to two shapes of prefix, ``9: `` and ``10: ``)
     _, parsed_plain = _model(plain_job, monkeypatch, "dressed")
     assert parsed_plain < nccl // 5
     assert parsed_fast <= 3 * parsed_plain
@@ -143,6 +145,13 @@ def test_a_prefix_is_read_as_the_envelope_reads_it():
         assert (again[0] is None) == (want[0] is None) and (again[1] is None) == (want[1] is None)
         if want[0] is not None:
             assert again[0] != got[0]
+
+
+def test_the_host_is_found_right_after_a_prefix_with_no_space():
+    for prefix in ("[default3]:", "[1,3]<stdout>:", "2025-11-29T11:31:50.123456789Z [default3]:", "12: "):
+        line = f"{prefix}node-3.x_y:4242:4300 [2] NCCL INFO Channel 00/24 : 5[2] -> 6[3] via P2P/IPC"
+        assert prefixed.host_start(line, line.index(" [2]")) == len(prefix), prefix
+    assert prefixed.host_start("node3 [2] NCCL INFO x", 5) == -1  # no pid, no tid
 
 
 def test_a_task_number_that_a_time_also_holds_is_read_from_its_own_place():

@@ -520,9 +520,12 @@ class FileParser:
         rank, time and the whole line (:mod:`.prefixed`); False where the prefix is not one the
         envelope only peels, or the shape's check failed: nothing was done."""
         assert self._dress is not None and self._plans is not None  # the caller's condition
-        k = line.rfind(" ", 0, line.rfind(" ", 0, at)) + 1  # where the plain line's host starts
+        dev = line.rfind(" ", 0, at)  # the space before ``[dev]``
+        k = line.rfind(" ", 0, dev) + 1  # where the plain line's host starts: after a space (``12: ``) ...
         if k <= 0 or PLAIN_INFO.match(line, k) is None:
-            return False
+            k = prefixed.host_start(line, dev)  # ... or right after the prefix (``[default3]:``)
+            if k <= 0 or PLAIN_INFO.match(line, k) is None:
+                return False
         got = prefixed.fields(line, k)
         if got is None:
             return False

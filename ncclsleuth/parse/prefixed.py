@@ -79,6 +79,19 @@ def fields(line: str, k: int) -> tuple[int | None, str | None, bytes] | None:
     return (int(prefix[r[0]:r[1]]) if r else None), (prefix[t[0]:t[1]] if t else None), shape
 
 
+def host_start(line: str, dev: int) -> int:
+    """Where the ``host`` of ``host:pid:tid`` before ``line[dev:]`` (`` [dev] NCCL INFO ...``) starts:
+    after the last character before it that no host name holds (``]:`` of torchrun's
+    ``[default3]:``, Open MPI's ``<stdout>:``); -1 where there are no two colons before ``dev``."""
+    pid = line.rfind(":", 0, line.rfind(":", 0, dev))
+    if pid < 0:
+        return -1
+    i = pid
+    while i > 0 and (line[i - 1].isalnum() or line[i - 1] in "_.-"):  # [\w.-], the line being ASCII
+        i -= 1
+    return i
+
+
 def _places(line: str, k: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None] | None:
     """Where the envelope reads the launcher rank and the time in ``line[:k]`` (see :func:`fields`),
     or None where peeling ``line`` does more than take the prefix off, or where a value's place is

@@ -471,7 +471,6 @@ class FileParser:
                         is_open = self._open()
                         n, pos = n + 1, end + 1
                         continue
-                    said = fastpath.SLOW  # no fast-path plan fits the whole line: nothing to learn
                 if said:
                     self._bpos = info
                     evs = self._line(n, line)

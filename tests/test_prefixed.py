@@ -27,7 +27,8 @@ def _prefixed(text: str, how: str) -> str:
     """Every line of ``text`` as ``how`` would have printed it: each process's lines with its own
     task number (``srun --label``: the order its first line came in), a time on each line
     (``kubectl logs --timestamps``), both ways torchrun and kubectl do, Open MPI's tag
-    (``mpirun --tag-output``), or NCCL's own time (2.26+, ``NCCL_DEBUG_TIMESTAMP_LEVELS=ALL``)."""
+    (``mpirun --tag-output``), NCCL's own time (2.26+, ``NCCL_DEBUG_TIMESTAMP_LEVELS=ALL``), or
+    ``kubectl logs --prefix --timestamps``' pod, container and time."""
     tasks: dict[str, int] = {}
     out = []
     for i, line in enumerate(text.split("\n")):
@@ -39,6 +40,7 @@ def _prefixed(text: str, how: str) -> str:
         out.append({"srun": f"{task}: {line}", "kubectl": f"{ts} {line}",
                     "kubectl-torchrun": f"{ts} [default{task}]:{line}",
                     "srun-kubectl": f"{task}: {ts} {line}", "mpirun": f"[1,{task}]<stdout>:{line}",
+                    "kubectl-prefix": f"[pod/train-worker-{task}/pytorch] {ts} {line}",
                     "nccl-time": f"{nccl_ts}{line}" if m else line}[how] if line else line)
     return "\n".join(out)
 
@@ -68,7 +70,8 @@ def _report(path: Path, monkeypatch: pytest.MonkeyPatch, on: str, jobs: int = 1,
     return render("json", report)
 
 
-@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl", "mpirun", "nccl-time"])
+@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl", "mpirun", "nccl-time",
+                                 "kubectl-prefix"])
 def test_the_report_is_the_full_ways_in_one_process_and_split(tmp_path, monkeypatch, plain_job, how):
     path = tmp_path / "job.log"
     path.write_text(_prefixed(plain_job, how))
@@ -110,7 +113,8 @@ def _model(text: str, monkeypatch: pytest.MonkeyPatch, on: str) -> tuple[tuple, 
     return (procs, comms, sorted(model.kind_counts.items()), kept), full
 
 
-@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl", "mpirun", "nccl-time"])
+@pytest.mark.parametrize("how", ["srun", "kubectl", "kubectl-torchrun", "srun-kubectl", "mpirun", "nccl-time",
+                                 "kubectl-prefix"])
 def test_the_model_is_the_full_ways_launcher_ranks_included(monkeypatch, plain_job, how):
     text = _prefixed(plain_job, how)
     fast, parsed_fast = _model(text, monkeypatch, "dressed")

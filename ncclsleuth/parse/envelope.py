@@ -3,7 +3,10 @@
 A real line looks like ``[1,3]<stdout>:[2026-03-13 22:26:02] node5:240:240 [6]
 misc/socket.cc:533 NCCL WARN socketPollConnect: ...``.  Before the grammar sees the
 message, this module strips every wrapper it knows (Open MPI tags, Slurm labels,
-torchrun ``[rankN]:``, Ray actor prefixes, timestamps, glog headers, Markdown quotes)
+torchrun ``[rankN]:``, Ray actor prefixes, ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER] ``
+(kubectl ``pkg/cmd/logs/logs.go``, ``addPrefixIfNeeded``: ``"[pod/%s/%s] "``; it says which pod,
+not which rank: before it was peeled, its text was taken for NCCL's own time and the wrappers
+after it, ``[rank3]:``, were not read), timestamps, glog headers, Markdown quotes)
 and records what they said (launcher rank, timestamp, level), then finds the NCCL
 ``host:pid:tid [dev] file:line NCCL LEVEL`` prefix anywhere in what is left.
 
@@ -53,6 +56,7 @@ _WRAP = rx(
     r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
     r"|\[c10d\] ?"
     r"|\[repeated \d+x across cluster\] ?"
+    r"|\[pod/[\w.-]+/[\w.-]*\] "                                             # kubectl logs --prefix
     r"|(?P<slurm>\d{1,6}): (?=\S)"                                       # srun --label
     r"|>+ ?"                                                             # Markdown quote
     r"|E {3,}(?=\S)"                                                     # pytest's failure lines

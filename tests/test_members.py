@@ -76,6 +76,20 @@ def test_each_rank_of_an_interleaved_tail():
     assert {r: f.progress.step for r, f in prog.items()} == {0: 10, 1: 8, 3: 7}  # type: ignore[union-attr]
 
 
+def test_each_rank_of_a_tail_behind_a_log_collectors_time_and_pod_tag():
+    """``kubectl logs --timestamps`` (and ``--prefix``) of torchrun pods: the time and the pod tag
+    before each rank's tag; the ranks are still told apart, and rank 2 stopped first."""
+    lines = []
+    for step in (1, 2, 3):
+        for r in (0, 1, 2):
+            if r == 2 and step == 3:
+                continue
+            lines.append(f"[pod/train-{r}/pytorch] 2025-11-29T11:31:0{step}.123456789Z [default{r}]:iter {step}: loss 1")
+    last, prog = per_rank([(1, "\n".join(lines))])
+    assert {r: f.line for r, f in last.items()} == {0: 7, 1: 8, 2: 6}
+    assert {r: f.progress.step for r, f in prog.items()} == {0: 3, 1: 3, 2: 2}  # type: ignore[union-attr]
+
+
 def test_each_rank_of_a_tail_kept_in_blocks_with_blank_lines():
     """Line numbers count across the kept blocks, blank and white-space lines are no one's last."""
     blocks = [(1, "[rank0]: step 3 loss 1\nplain line"), (3, "[rank1]: Step [4/9]\n  \t\n\n[rank0]: boom\n")]

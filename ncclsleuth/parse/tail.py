@@ -38,9 +38,13 @@ _PLACE_LINES = 4096
 _STEP = rx(r"(?<![\w.])(?i:global_step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
 _BAR = rx(r"(\d+)/(\d+) +\[(?:(\d+):)?(\d+):(\d\d)<")
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "<")
-#: launcher prefixes that say which rank printed a line (as the envelope reads them)
-_RANK = rx(r"\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
-                   r"|\[\d+,(\d+)\]<std")
+#: launcher prefixes that say which rank printed a line (as the envelope reads them), after what a
+#: log collector puts before them: ``kubectl logs``' ``--prefix`` pod tag and ``--timestamps`` time
+#: (a torchrun pod's ``2025-11-29T11:31:50.123456789Z [default3]:...``: read from the line's start
+#: only, every rank's lines had been one's, and where a rank stopped was lost)
+_RANK = rx(r"(?:\[pod/[\w.-]+/[\w.-]*\] )?(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:? )?"
+           r"(?:\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
+           r"|\[\d+,(\d+)\]<std)")
 
 
 class Source(Protocol):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ncclsleuth.model.job import JobModel
-from ncclsleuth.parse import learned
+from ncclsleuth.parse import learned, prefixed
 from ncclsleuth.parse.anchors import PREFILTER
 from ncclsleuth.parse.grammar import ShapeCache, fixed_key, info_key
 from ncclsleuth.parse.lines import FileParser
@@ -59,7 +59,12 @@ class _Sink(JobModel):
 
 def _parse(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch,
            cache: ShapeCache | None = None) -> tuple[list, tuple, tuple]:
+    """The events, parse counts and ranks of ``text``, learned plans on or off.  Prefixed NCCL INFO
+    lines by their plain line's plan off (``tests/test_prefixed.py`` compares those): through a
+    shared ``cache`` a prefixed line's plain part teaches the plan of a plain line of another text,
+    which then skips the full path's counts there."""
     monkeypatch.setattr(learned, "ENABLED", enabled)
+    monkeypatch.setattr(prefixed, "ENABLED", False)
     sink = _Sink()
     fp = FileParser("t.log", cache or ShapeCache(store=False), keep_text=False, use_catalog=False, sink=sink)
     fp.parse_block(1, text)

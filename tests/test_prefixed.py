@@ -190,3 +190,27 @@ def test_a_shape_whose_full_way_differs_goes_the_full_way(monkeypatch, plain_job
     full, _ = _model(text, monkeypatch, "")
     assert refused == full
     assert parsed > text.count(" NCCL INFO ") // 2  # the full way (or a learned plan's of the whole line)
+
+
+def test_a_log_of_a_new_long_prefix_on_every_line_keeps_the_tables_bounded(monkeypatch):
+    """A hostile log: every NCCL INFO line behind a prefix of its own shape, some of them long; the
+    tables the path keeps stay within their bounds, and lines past the length bounds go the full
+    way (their model the full way's)."""
+    monkeypatch.setattr(prefixed, "MAX_PREFIXES", 64)
+    monkeypatch.setattr(prefixed, "MAX_SHAPES", 32)
+    lines = []
+    for i in range(1, 301):  # 300 shapes of prefix, ``[default1]:`` to a 300-digit task number
+        lines.append(f"[default{'7' * i}]:node{i % 7}:{100 + i}:{200 + i} [0] NCCL INFO Using network IB")
+    lines.append("12: node1:101:201 [0] NCCL INFO Using network " + "IB" * 1100)  # past MAX_CHARS
+    text = "\n".join(lines)
+    fast, _ = _model(text, monkeypatch, "dressed")
+    full, _ = _model(text, monkeypatch, "")
+    assert fast == full
+    assert len(prefixed._SHAPES) <= 64
+    _ways(monkeypatch, "dressed")
+    cache = ShapeCache(store=False)
+    fp = L.FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=JobModel(UNREAD_KINDS),
+                      drop=UNREAD_KINDS)
+    fp.parse_block(1, text)
+    assert 0 < len(cache.dressed) <= 32
+    assert all(len(shape) <= prefixed.MAX_PREFIX for shape, _ in cache.dressed)

@@ -519,12 +519,16 @@ class FileParser:
         rank, time and the whole line (:mod:`.prefixed`); False where the prefix is not one the
         envelope only peels, or the shape's check failed: nothing was done."""
         assert self._dress is not None and self._plans is not None  # the caller's condition
+        if len(line) > prefixed.MAX_CHARS:
+            return False
         dev = line.rfind(" ", 0, at)  # the space before ``[dev]``
         k = line.rfind(" ", 0, dev) + 1  # where the plain line's host starts: after a space (``12: ``) ...
         if k <= 0 or PLAIN_INFO.match(line, k) is None:
             k = prefixed.host_start(line, dev)  # ... or right after the prefix (``[default3]:``)
             if k <= 0 or PLAIN_INFO.match(line, k) is None:
                 return False
+        if k > prefixed.MAX_PREFIX:
+            return False
         got = prefixed.fields(line, k)
         if got is None:
             return False

@@ -42,8 +42,13 @@ ENABLED = True
 #: prefix shapes read, and processes told their launcher rank per parser (a hostile log can make a
 #: new one on every line): past it the table starts again
 MAX_PREFIXES = 8192
-#: (prefix, plain line) shapes checked (:func:`agrees`), per shape cache
-MAX_SHAPES = 100_000
+#: (prefix, plain line) shapes checked (:func:`agrees`), per shape cache: with the bounds below at
+#: most ~40 MB of keys for a hostile log of a new shape on every line (a real job's: hundreds)
+MAX_SHAPES = 10_000
+#: the longest line, and the longest prefix, taken this way (longer ones go the full way): NCCL
+#: prints at most 1,024 bytes a line (``src/debug.cc``); the shapes are keys of the tables above
+MAX_CHARS = 2048
+MAX_PREFIX = 256
 #: a plain NCCL INFO line's start, from its host on
 PLAIN_INFO = rx(r"[\w.-]+:\d+:\d+ \[\d+\] NCCL INFO ")
 

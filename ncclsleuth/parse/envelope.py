@@ -47,6 +47,11 @@ _LVL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "FATAL", "D": "DEBUG", "
         "ERROR": "ERROR", "WARNING": "WARNING", "WARN": "WARNING", "INFO": "INFO", "DEBUG": "DEBUG",
         "CRITICAL": "ERROR", "FATAL": "FATAL"}
 
+#: an ISO 8601 / RFC 3339 time before a line (``kubectl logs --timestamps``, log shippers), and
+#: ``kubectl logs --prefix``'s pod tag: wrappers here, and what :mod:`.tail` looks past for a rank tag
+ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+POD_TAG = r"\[pod/[\w.-]+/[\w.-]*\] "
+
 # One wrapper per alternative, all anchored at the start of what is left.
 _WRAP = rx(
     r"(?:"
@@ -56,13 +61,13 @@ _WRAP = rx(
     r"|\[(?P<rep>\d+)\]:(?! )"                                             # torchx replica [0]:
     r"|\[c10d\] ?"
     r"|\[repeated \d+x across cluster\] ?"
-    r"|\[pod/[\w.-]+/[\w.-]*\] "                                             # kubectl logs --prefix
+    r"|" + POD_TAG +                                                     # kubectl logs --prefix
     r"|(?P<slurm>\d{1,6}): (?=\S)"                                       # srun --label
     r"|>+ ?"                                                             # Markdown quote
     r"|E {3,}(?=\S)"                                                     # pytest's failure lines
     r"|`+"                                                               # backticks
     r"|\*\*"
-    r"|(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?):? "
+    r"|(?P<iso>" + ISO_TIME + r"):? "
     r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?: [A-Z]{2}\d+)*\] ?"
     r"|(?P<nts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) ?"     # 2023-Aug-01 16:12:43.0204
     r"|\d+:\d+ +(?P<nlvl>ERROR|WARNING|WARN|INFO|DEBUG|FATAL) +(?=\S)"     # Neuron runtime: pid:tid LEVEL

@@ -71,8 +71,6 @@ class Sink(Protocol):
 
     def bind(self, source: str, line: int, hp: str) -> None: ...
 
-    def launched(self, host: str, pid: int, rank: int) -> None: ...
-
     def conn_seen(self, line: int, hp: str, rest: str) -> bool: ...
 
     def add_conn_first(self, source: str, line: int, hp: str, rest: str, src: str, dst: str, via: str) -> None: ...
@@ -279,12 +277,6 @@ def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: i
     plan = plans.get(line.encode().translate(DIGITS_MASK) if "0x" not in line else info_key(line))  # info_key, inline
     if plan is None:
         return NONE
-    return by_plan(plan, sink, source, n, line, make)
-
-
-def by_plan(plan: tuple[Any, ...], sink: Sink, source: str, n: int, line: str,
-            make: Callable[[int, str, tuple[Any, ...]], bool]) -> int:
-    """:func:`fast_line` of a line whose shape's plan is ``plan`` (``DONE`` or ``SLOW``)."""
     what = plan[0]
     if what == CONN:
         hp, rest = line[:plan[1]], line[plan[2]:]

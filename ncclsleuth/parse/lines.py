@@ -31,7 +31,7 @@ from .anchors import PREFILTER, SHORT_RANGE, STEP_START, anchor_starts, block_se
 from .blocks import LOOKBACK, LOOKBACK_CHARS, MAX_LOOKBACKS, OPENERS, Blocks
 from .build import build
 from .envelope import Record, peel
-from .grammar import DIGITS_MASK, ShapeCache, fixed_key, info_key
+from .grammar import ShapeCache, fixed_key, info_key
 from .prefixed import PLAIN_INFO
 from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, last_number, per_rank, progress, ranks_in
 
@@ -64,6 +64,9 @@ class Sink(fastpath.Sink, Protocol):
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,
                  direction: str | None = None) -> str | None: ...
+
+    def launched(self, host: str, pid: int, rank: int) -> None:
+        """A process's launcher rank, from the prefix of a line it only counts (:mod:`.prefixed`)."""
 
     #: kinds of the events :meth:`placed` is told of
     placed_kinds: frozenset[str]
@@ -534,7 +537,7 @@ class FileParser:
             return False
         rank, ts, shape = got
         plain = line[k:]
-        key = plain.encode().translate(DIGITS_MASK) if "0x" not in plain else info_key(plain)  # info_key, inline
+        key = info_key(plain)
         ok = self._dress.get((shape, key))
         if ok is None:  # the shape's first line: the full way and the dressed plain line's, compared
             ok = prefixed.agrees(line, k, rank, ts, partial(self._dress_probe_line, lineno))
@@ -542,17 +545,18 @@ class FileParser:
                 self._dress[shape, key] = ok
         if not ok:
             return False
-        sink, plan = self.sink, self._plans.get(key)
+        sink = self.sink
         dressed = self._dressing.at(line, rank, ts)  # type: ignore[union-attr]  # set with _dress
         self.sink = dressed  # the sink of the plan's calls (``_templated``)
         try:
-            if plan is None:  # no plan yet: the full way of the plain line, and its plan learned
+            said = fastpath.fast_line(self._plans, dressed, self.source, lineno, plain, self._templated)
+            if said == fastpath.SLOW:  # nothing done: the full way, for the whole line
+                return False
+            if said == fastpath.NONE:  # no plan yet: the full way of the plain line, and its plan learned
                 evs = self._line(lineno, plain)
                 if not self._open():
                     fastpath.learn(self._plans, self.cache, sink, plain, evs)  # type: ignore[arg-type]
                 self._deliver(evs)
-            elif fastpath.by_plan(plan, dressed, self.source, lineno, plain, self._templated) == fastpath.SLOW:
-                return False  # nothing done: the full way, for the whole line
         finally:
             self.sink = sink
         if rank is not None and len(self._ranks) < 2:

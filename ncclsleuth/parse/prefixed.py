@@ -209,7 +209,7 @@ class Dressed:
         self.sink.conn_lines(source, first, hp, rests, cuts)
         self._tell(hp)
 
-    def launched(self, host: str, pid: int, rank: int) -> None:
+    def launched(self, host: str, pid: int, rank: int) -> None:  # the parser's sink has it (``lines.Sink``)
         self.sink.launched(host, pid, rank)
 
     def add_conn(self, source: str, line: int, host: str, pid: int, src: str, dst: str, via: str,

@@ -24,6 +24,7 @@ from re import escape as re_escape
 from typing import NamedTuple, Protocol, overload
 
 from ..util.rxstore import rx
+from .envelope import ISO_TIME, POD_TAG
 
 #: characters of the end of a file kept for this scan (a few thousand lines)
 TAIL_CHARS = 256 * 1024
@@ -42,7 +43,7 @@ _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "<")
 #: log collector puts before them: ``kubectl logs``' ``--prefix`` pod tag and ``--timestamps`` time
 #: (a torchrun pod's ``2025-11-29T11:31:50.123456789Z [default3]:...``: read from the line's start
 #: only, every rank's lines had been one's, and where a rank stopped was lost)
-_RANK = rx(r"(?:\[pod/[\w.-]+/[\w.-]*\] )?(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:? )?"
+_RANK = rx(f"(?:{POD_TAG})?(?:{ISO_TIME}:? )?"
            r"(?:\[(?:default|rank ?|trainer|worker|RANK |Rank )(\d+)(?:\|\d+)?\]|(\d{1,6}): (?=\S)"
            r"|\[\d+,(\d+)\]<std)")
 

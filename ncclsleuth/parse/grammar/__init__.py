@@ -670,7 +670,8 @@ def info_key(text: str) -> bytes:
     digits: a template's field holds whole runs, so a field with a hex run in it moves with the
     run's ``0`` and is cut whole (the builder reads no hex letter: no fix in ``parse/build.py``
     looks into one).  The learned plans of other lines (:mod:`..learned`) keep :func:`fixed_key`:
-    there a message's own code reads its values, and a hex letter could decide what it means.
+    there a message's own code reads its values, and a hex letter could decide what it means; but
+    an NCCL INFO line behind a launcher's prefix, a plain line's message, is learned by this key.
     """
     b = text.encode()
     if b"0x" in b:

@@ -9,7 +9,7 @@ from dataclasses import field
 import pytest
 
 from ncclsleuth.util import rxstore
-from ncclsleuth.util.classes import dataclass
+from ncclsleuth.util.classes import NamedTuple, dataclass
 
 PATTERNS = [(r"(?P<host>[\w.-]+):(\d+):(\d+) \[(\d+)\] NCCL (INFO|WARN) (.*)", 0),
             (r"^gid\[\s*(\d+)\]$", re.I), (r"(?m)^\s*#", 0), (rb"\A\s*\{\s*\"(a|b)\"", 0),
@@ -82,6 +82,11 @@ class _Slotted:
     b: int | None = None
 
 
+class _Kept(NamedTuple):
+    n: int
+    s: str
+
+
 def test_dataclass_from_the_code_store_is_a_dataclass():
     p = _Point(1)
     assert p == _Point(1, 0, ()) and p != _Point(2) and hash(p) == hash(_Point(1))
@@ -119,3 +124,47 @@ def test_dataclass_same_as_the_standard_one():
     std = dataclasses.dataclass(frozen=True)(type("Std", (), {"__annotations__": {"x": int, "y": str}, "y": "a"}))
     for name in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__"):
         assert getattr(ours, name).__code__.co_code == getattr(std, name).__code__.co_code, name
+
+
+def test_namedtuple_from_the_code_store_is_typings(monkeypatch):
+    """A ``util.classes.NamedTuple`` class is what ``typing.NamedTuple`` makes of the same body
+    (fields, defaults, annotations as ForwardRefs, methods, docstring, pickling), its annotations'
+    and ``__new__``'s code taken from the code store, and the swap ends with the class."""
+    import collections
+    import pickle
+    import typing
+
+    from ncclsleuth.util import cache
+
+    asked: list[tuple[str, str]] = []
+    real = cache.CODE.compile
+    monkeypatch.setattr(cache.CODE, "compile", lambda src, name, mode="exec": asked.append((mode, src))
+                        or real(src, name, mode))
+
+    body = {"__annotations__": {"a": "int", "b": "str | None"}, "b": None, "__doc__": "Doc.",
+            "twice": lambda self: self.a * 2, "__module__": __name__}
+    ours = type(NamedTuple)("Ours", (NamedTuple,), dict(body))
+    std = typing.NamedTupleMeta("Std", (typing._NamedTuple,), dict(body))  # type: ignore[attr-defined]
+    o, s = ours(3), std(3)
+    assert tuple(o) == tuple(s) == (3, None) and o.twice() == 6 and ours.__doc__ == "Doc."
+    assert ours._fields == std._fields and ours._field_defaults == std._field_defaults == {"b": None}
+    assert ours.__annotations__ == std.__annotations__ and ours.__mro__[1:] == (tuple, object)
+    assert ours.__new__.__code__.co_code == std.__new__.__code__.co_code
+    assert ("eval", "int") in asked and ("eval", "str | None") in asked
+    assert any(mode == "eval" and src.startswith("lambda _cls, a, b") for mode, src in asked)
+    assert "compile" not in vars(typing) and "eval" not in vars(collections)
+    assert pickle.loads(pickle.dumps(_Kept(1, "x"))) == _Kept(1, "x")
+
+
+def test_an_expression_and_a_statement_of_one_text_are_kept_apart():
+    """The code store keeps an expression under its own key: the same text compiled as statements
+    is another code object (``x`` as a module returns nothing; as an expression, x)."""
+    from ncclsleuth.util import cache
+
+    store = cache.CodeStore()
+    as_module, as_expr = store.compile("x", "<t>"), store.compile("x", "<t>", "eval")
+    store.save()
+    again = cache.CodeStore()
+    assert eval(again.compile("x", "<t>", "eval"), {"x": 5}) == 5  # noqa: S307 - our test text
+    assert eval(as_expr, {"x": 5}) == 5 and eval(as_module, {"x": 5}) is None  # noqa: S307
+    assert again._used == {cache.code_key(cache.EVAL_MARK + "x")}

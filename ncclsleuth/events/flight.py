@@ -4,9 +4,9 @@ report.  The dump records are built by :mod:`ncclsleuth.parse.frdump`."""
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..util.classes import dataclass
+from ..util.classes import NamedTuple, dataclass
 from .base import Event, ev
 
 __all__ = ["RELEASES", "Frame", "FrDump", "FrEntry", "FrOp", "RasReport", "Signature"]

@@ -27,8 +27,8 @@ import json
 import os
 import re
 import sys
-from typing import NamedTuple
 
+from ..util.classes import NamedTuple
 from ..util.rxstore import rx
 from . import bytescan
 

@@ -30,7 +30,9 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
+
+from ..util.classes import NamedTuple
 
 #: the engine on (tests switch it off to compare; ``NCCLSLEUTH_NO_RE2=1`` too)
 ENABLED = os.environ.get("NCCLSLEUTH_NO_RE2", "") in ("", "0")

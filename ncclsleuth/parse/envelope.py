@@ -19,8 +19,8 @@ Hot path: plain NCCL INFO lines cost one anchored regex miss, one ``str.find`` a
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
+from ..util.classes import NamedTuple
 from ..util.rxstore import rx
 
 LEVELS = frozenset(("INFO", "WARN", "TRACE", "CALL", "ABORT"))

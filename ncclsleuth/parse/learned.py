@@ -44,12 +44,13 @@ the templates on every NCCL INFO line shape of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import events as E
 from ..events.base import SHARE_LEN, field_names, share, share_int, shared_as, shared_get, shared_int_get
 from ..events.values import ValueRecord
 from ..util.cache import CODE
+from ..util.classes import NamedTuple
 from ..util.rxstore import rx
 from .grammar import fixed_key
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from re import escape as re_escape
-from typing import NamedTuple, Protocol, overload
+from typing import Protocol, overload
 
+from ..util.classes import NamedTuple
 from ..util.rxstore import rx
 from .envelope import ISO_TIME, POD_TAG
 

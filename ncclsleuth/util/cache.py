@@ -294,21 +294,29 @@ class CodeStore(RecentStore):
             remove_quietly(path[:-len(".bin")] + ".marshal")
         super().save()
 
-    def compile(self, source: str, filename: str) -> CodeType:
-        """``compile(source, filename, "exec")``, from disk when it was compiled before."""
-        code = self._code.get(source)
+    def compile(self, source: str, filename: str, mode: str = "exec") -> CodeType:
+        """``compile(source, filename, mode)``, from disk when it was compiled before.
+
+        ``mode`` "exec" (a module's statements, as ever, with this module's ``annotations``
+        future) or "eval" (an expression, compiled as the interpreter compiles one that ``eval``
+        is given: no future inherited).  An expression is kept under its source behind
+        :data:`EVAL_MARK`: no source passed to ``compile`` holds a NUL character, so it never
+        meets the statements of the same text."""
+        keyed = source if mode == "exec" else EVAL_MARK + source
+        code = self._code.get(keyed)
         if code is not None:
             return code
         if self._index is None:
             self._open()
-        key = code_key(source)
-        code = self._kept(key, source)
+        key = code_key(keyed)
+        code = self._kept(key, keyed)
         if code is None:
-            code = compile(source, filename, "exec")
-            self._made(key, marshal.dumps((source, code)))
+            # an expression: flags 0, dont_inherit (positional: the tests count compiles by this name)
+            code = compile(source, filename, "exec") if mode == "exec" else compile(source, filename, mode, 0, True)
+            self._made(key, marshal.dumps((keyed, code)))
         else:
             self._used.add(key)
-        self._code[source] = code
+        self._code[keyed] = code
         return code
 
     def _open(self, whole: int | None = None) -> None:
@@ -328,6 +336,8 @@ class CodeStore(RecentStore):
         return _code_of(data, source) if data is not None else None
 
 
+#: what the code store puts before the source of an expression (``CodeStore.compile``'s "eval")
+EVAL_MARK = "\0eval\0"
 #: the code store's file: magic, the index's size, the index (marshal), the entries
 _MAGIC = b"nscode2\0"
 _HEAD = len(_MAGIC) + 4

@@ -21,8 +21,8 @@ time of day is put on day 0 and compares only with other bare times.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple
 
+from .classes import NamedTuple
 from .rxstore import rx
 
 _MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",

@@ -12,9 +12,10 @@ needs code lives in this package, where it is unit-tested.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ... import events as E
+from ...util.classes import NamedTuple
 from ..job import JobModel
 from ..stats import TEXT_MOST, median, ranges
 

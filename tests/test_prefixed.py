@@ -214,3 +214,55 @@ def test_a_log_of_a_new_long_prefix_on_every_line_keeps_the_tables_bounded(monke
     fp.parse_block(1, text)
     assert 0 < len(cache.dressed) <= 32
     assert all(len(shape) <= prefixed.MAX_PREFIX for shape, _ in cache.dressed)
+
+
+def _runs(text: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lines of each run of connection lines the dressed path handed over at once."""
+    sizes: list[int] = []
+    at_once = prefixed.Dressed.conn_lines
+
+    def counted(self: prefixed.Dressed, source: str, first: int, hp: str, rests: list[str], cuts: dict) -> None:
+        sizes.append(len(rests))
+        at_once(self, source, first, hp, rests, cuts)
+
+    monkeypatch.setattr(prefixed.Dressed, "conn_lines", counted)
+    return sizes
+
+
+@pytest.mark.parametrize("how", ["srun", "mpirun"])
+def test_a_run_of_connection_lines_behind_one_prefix_goes_at_once(monkeypatch, plain_job, how):
+    """One process's connection lines behind one prefix (its task number) go as one run, as they do
+    plain. The model is the full way's."""
+    text = _prefixed(plain_job, how)
+    sizes = _runs(text, monkeypatch)
+    fast, _ = _model(text, monkeypatch, "dressed")
+    conn = len(re.findall(r"NCCL INFO Channel \d\d/\d+ : \d+\[", text))
+    assert sum(sizes) > conn // 2 and min(sizes) >= 2  # most of them, two lines or more a run
+    full, _ = _model(text, monkeypatch, "")
+    assert fast == full
+
+
+@pytest.mark.parametrize("how", ["kubectl", "kubectl-torchrun"])
+def test_a_collectors_time_on_each_line_makes_no_run(monkeypatch, plain_job, how):
+    text = _prefixed(plain_job, how)
+    sizes = _runs(text, monkeypatch)
+    fast, _ = _model(text, monkeypatch, "dressed")
+    assert sizes == []
+    assert fast == _model(text, monkeypatch, "")[0]
+
+
+def test_a_run_ends_at_another_prefix_and_a_line_peeled_otherwise_breaks_it(monkeypatch):
+    """A run stops where the next line has another task's prefix; a line of it that the envelope
+    peels otherwise (a backtick at its end) makes the lines go one by one, that one the full way."""
+    conn = "node3:4242:4300 [2] NCCL INFO Channel {:02d}/04 : 5[2] -> 6[3] via P2P/IPC"
+    first = [f"{t}: node3:4242:4300 [2] NCCL INFO Channel 00/04 : 5[2] -> 6[3] via P2P/IPC" for t in (9, 12)]
+    body = [f"12: {conn.format(c)}" for c in range(4)] + [f"13: {conn.format(c)}" for c in range(2)]
+    text = "\n".join(first + body)  # the first lines teach the plan and check the shapes
+    sizes = _runs(text, monkeypatch)
+    assert _model(text, monkeypatch, "dressed")[0] == _model(text, monkeypatch, "")[0]
+    assert sizes == [4, 2]
+    sizes.clear()
+    body[2] += "`"
+    broken = "\n".join(first + body)
+    assert _model(broken, monkeypatch, "dressed")[0] == _model(broken, monkeypatch, "")[0]
+    assert sizes == [2]  # the two lines of task 13 only

@@ -248,21 +248,37 @@ def conn_run(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: in
     if m is None:
         return -1
     end = m.end()
+    got = run_cuts(plans, text, at, end, 0, m.end(1) - at)
+    if got is None:
+        return -1
+    sink.conn_lines(source, n, text[at:m.end(1)], got[0], got[1])
+    return end
+
+
+def run_cuts(plans: dict[bytes, tuple[Any, ...]], text: str, at: int, end: int, k: int, hp_end: int,
+             ok: Callable[[str, bytes], bool] | None = None) -> tuple[list[str], dict[str, Cut]] | None:
+    """Of a run of connection lines from ``at`` to ``end`` (one process's, each line's plain NCCL
+    INFO line ``k`` characters in, the same text before each: a launcher's prefix or none), each
+    line's text from its source rank on and where the fields of each distinct one sit (its plain
+    line's ``CONN`` plan, which must cut the ``host:pid`` at ``hp_end``); None where a line is not
+    one (a second such text in it, another plan, or a text and its plain shape ``ok`` refuses)."""
     rests = _REST.findall(text, at, end)
     if len(rests) != text.count("\n", at, end) + 1:  # a line with a second such text in it
-        return -1
-    head = text.find(" : ", at, end) + 3 - at  # the text before the first line's source rank
-    prefix = text[at:at + head]
-    hp_end = m.end(1) - at
+        return None
+    start = at + k
+    head = text.find(" : ", start, end) + 3 - start  # the text before the first plain line's source rank
+    prefix = text[start:start + head]
     cuts: dict[str, Cut] = {}
     for rest in dict.fromkeys(rests):
         line = prefix + rest
-        plan = plans.get(info_key(line)) if line.isascii() else None
+        key = info_key(line) if line.isascii() else None
+        plan = plans.get(key) if key is not None else None
         if plan is None or plan[0] != CONN or plan[1] != hp_end or plan[2] != head:
-            return -1
+            return None
+        if ok is not None and not ok(rest, key):  # type: ignore[arg-type]  # a plan: an ASCII line's key
+            return None
         cuts[rest] = (plan[3], plan[4], plan[5])
-    sink.conn_lines(source, n, text[at:at + hp_end], rests, cuts)
-    return end
+    return rests, cuts
 
 
 def fast_line(plans: dict[bytes, tuple[Any, ...]], sink: Sink, source: str, n: int, line: str,

@@ -408,6 +408,8 @@ class FileParser:
         # NCCL INFO lines behind a launcher's or a log collector's prefix (``srun --label``'s ``12: ``,
         # ``kubectl logs --timestamps``, ``[rank3]:``): the plain line's plan (:mod:`.prefixed`)
         wrapped = self._learned is not None or self._dress is not None
+        dressing = self._dress is not None
+        behind = False  # the last INFO line went by its plain line's plan, behind a prefix
         # looked up once a block, not once a line (~700,000 INFO lines in an 8,000-rank file)
         sink, source, templated = self.sink, self.source, self._templated
         fast_line, conn_run, short_range = fastpath.fast_line, fastpath.conn_run, SHORT_RANGE
@@ -454,21 +456,46 @@ class FileParser:
                     break
                 if info != pos:
                     n += text.count("\n", pos, info)
+                end = find("\n", nxt)
+                end = size if end < 0 else end
+                line = text[info:end]
+                # behind a launcher's prefix (``srun --label``'s ``12: ``), where its plain line starts:
+                # asked first where the last INFO line had one (a file has one on all its lines or none)
+                k = -1
+                if behind:
+                    k = -1 if PLAIN_INFO.match(line) else self._plain_at(line, nxt - info)
+                    behind = k > 0
                 if runs and text.startswith("Channel ", nxt + 11):  # perhaps a run of connection lines: at once
-                    past = conn_run(plans, sink, source, n, text, info)  # type: ignore[arg-type]
+                    past = self._dressed_run(n, text, info, k, end) if k > 0 else \
+                        conn_run(plans, sink, source, n, text, info)  # type: ignore[arg-type]
                     if past >= 0:
                         n += text.count("\n", info, past) + 1
                         pos = past + 1
                         continue
-                end = find("\n", nxt)
-                end = size if end < 0 else end
-                line = text[info:end]
                 if refer:
                     self._cur, self._cur_n, self._cur_start = line, n, info
-                said = fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
-                if said and wrapped and not PLAIN_INFO.match(line):  # a launcher's prefix before it
+                said = fastpath.SLOW if k > 0 else fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
+                if said and wrapped and (k >= 0 or not PLAIN_INFO.match(line)):  # a prefix before it
                     self._bpos = info
-                    planned = self._wrapped(n, line, nxt - info)
+                    if k < 0 and dressing:
+                        k = self._plain_at(line, nxt - info)
+                        if k > 0 and runs and text.startswith("Channel ", nxt + 11):
+                            past = self._dressed_run(n, text, info, k, end)
+                            if past >= 0:
+                                behind = True
+                                n += text.count("\n", info, past) + 1
+                                pos = past + 1
+                                continue
+                    behind = k > 0 and self._dressed(n, line, k)  # the plain line's plan (:mod:`.prefixed`)
+                    if behind:
+                        is_open = self._open()
+                        n, pos = n + 1, end + 1
+                        continue
+                    if k > 0:  # the whole line's plan, as a line with no prefix this path takes
+                        said = fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
+                    planned = None
+                    if said and self._learned is not None:
+                        planned = self._by_plan(n, line, info_key)
                     if planned is not None:
                         put(planned)
                         is_open = self._open()
@@ -507,31 +534,65 @@ class FileParser:
         return out
 
     # ------------------------------------------------------------------ prefixed NCCL INFO lines
-    def _wrapped(self, lineno: int, line: str, at: int) -> list[E.Event] | None:
-        """The events of an NCCL INFO line behind a prefix (``at``: where its `` NCCL INFO `` is)
-        still to be delivered: none where its plain line's plan did it (:meth:`_dressed`), a learned
-        plan's of the whole line (:mod:`.learned`), or None where the full way must parse it."""
-        if self._dress is not None and line.isascii():
-            if self._dressed(lineno, line, at):
-                return []
-        return self._by_plan(lineno, line, info_key) if self._learned is not None else None
-
-    def _dressed(self, lineno: int, line: str, at: int) -> bool:
-        """Whether the plain NCCL INFO line after ``line``'s prefix went by its plan (or, with no
-        plan yet, the full way, and its plan was learned), its events given the prefix's launcher
-        rank, time and the whole line (:mod:`.prefixed`); False where the prefix is not one the
-        envelope only peels, or the shape's check failed: nothing was done."""
-        assert self._dress is not None and self._plans is not None  # the caller's condition
-        if len(line) > prefixed.MAX_CHARS:
-            return False
+    @staticmethod
+    def _plain_at(line: str, at: int) -> int:
+        """Where the plain NCCL INFO line of ``line`` starts behind a prefix (``at``: where its
+        `` NCCL INFO `` is): after the space before its host (``12: ``) or right after the prefix
+        (``[default3]:``); 0 where the prefix is not one this path takes (a line of other characters
+        than ASCII or past :data:`prefixed.MAX_CHARS`, a prefix past :data:`prefixed.MAX_PREFIX`, no
+        plain line after it)."""
+        if len(line) > prefixed.MAX_CHARS or not line.isascii():
+            return 0
         dev = line.rfind(" ", 0, at)  # the space before ``[dev]``
         k = line.rfind(" ", 0, dev) + 1  # where the plain line's host starts: after a space (``12: ``) ...
         if k <= 0 or PLAIN_INFO.match(line, k) is None:
             k = prefixed.host_start(line, dev)  # ... or right after the prefix (``[default3]:``)
             if k <= 0 or PLAIN_INFO.match(line, k) is None:
-                return False
-        if k > prefixed.MAX_PREFIX:
-            return False
+                return 0
+        return k if k <= prefixed.MAX_PREFIX else 0
+
+    def _dressed_run(self, lineno: int, text: str, start: int, k: int, end: int) -> int:
+        """A run of one process's connection lines from ``start`` (line ``lineno``, ending at ``end``)
+        behind one prefix of ``k`` characters, the same on each line, handed to the dressed sink at
+        once as ``fastpath.conn_run`` hands a plain run; the text position past it, or -1 where it
+        starts none (then the line goes alone).
+
+        What :meth:`_dressed` asks of each line is asked once: of the prefix at the first line
+        (:func:`prefixed.fields`: the prefix and the plain line's ``host:pid:tid [dev]`` are the same
+        on every line, and the envelope's wrappers end before the plain line's message), and of each
+        distinct text from the source rank on (``prefixed.plain_end``, and its plain shape checked
+        with this prefix's shape before, by a line of its own)."""
+        assert self._dress is not None and self._plans is not None  # the caller's condition
+        if k <= 0 or not text.startswith(text[start:start + k], end + 1):  # the next line: another prefix
+            return -1
+        m = prefixed.run_behind(k).match(text, start)
+        if m is None:
+            return -1
+        line = text[start:end]
+        got = prefixed.fields(line, k)
+        if got is None:
+            return -1
+        rank, ts, shape = got
+        dress, most = self._dress, prefixed.MAX_CHARS - k - (m.end(5) - m.end(2))
+
+        def ok(rest: str, key: bytes) -> bool:
+            return len(rest) < most and prefixed.plain_end(rest) and dress.get((shape, key)) is True
+
+        cuts = fastpath.run_cuts(self._plans, text, start, m.end(), k, m.end(2) - start - k, ok)
+        if cuts is None:
+            return -1
+        dressed = self._dressing.at(line, rank, ts)  # type: ignore[union-attr]  # set with _dress
+        dressed.conn_lines(self.source, lineno, m.group(2), cuts[0], cuts[1])
+        if rank is not None and len(self._ranks) < 2:
+            self._ranks.add(rank)
+        return m.end()
+
+    def _dressed(self, lineno: int, line: str, k: int) -> bool:
+        """Whether the plain NCCL INFO line at ``line[k:]``, after its prefix, went by its plan (or,
+        with no plan yet, the full way, and its plan was learned), its events given the prefix's
+        launcher rank, time and the whole line (:mod:`.prefixed`); False where the prefix is not one
+        the envelope only peels, or the shape's check failed: nothing was done."""
+        assert self._dress is not None and self._plans is not None  # the caller's condition
         got = prefixed.fields(line, k)
         if got is None:
             return False

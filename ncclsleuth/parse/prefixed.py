@@ -27,7 +27,9 @@ reports and models with and without this path, in one process and split over two
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from .. import events as E
@@ -82,6 +84,23 @@ def fields(line: str, k: int) -> tuple[int | None, str | None, bytes] | None:
         return None
     r, t = got
     return (int(prefix[r[0]:r[1]]) if r else None), (prefix[t[0]:t[1]] if t else None), shape
+
+
+@lru_cache(maxsize=64)
+def run_behind(k: int) -> re.Pattern[str]:
+    """A run of two or more connection lines of one process behind one prefix of ``k`` characters,
+    the same on every line (``srun --label``'s ``12: ``, torchrun's ``[default3]:``; not a
+    collector's time, new on each line): ``fastpath``'s run of plain lines with the prefix before
+    each (a backreference).  Its groups: the prefix, then the plain run's."""
+    return rx(f"([^\\n]{{{k}}})" + r"([^\s:]+:[0-9]+):([0-9]+) \[([0-9]+)\] NCCL INFO Channel [0-9][0-9]/([0-9]+) : "
+              r"[0-9]+\[[^\n]*(?:\n\1\2:\3 \[\4\] NCCL INFO Channel [0-9][0-9]/\5 : [0-9]+\[[^\n]*)+", re.ASCII)
+
+
+def plain_end(rest: str) -> bool:
+    """Whether ``rest``, a line's text from its plain message on, holds nothing that makes the
+    envelope peel the line otherwise than by its prefix (what :func:`fields` asks of a whole line):
+    no Markdown link, no wrapper it peels off the end, no Open MPI tag (records of ranks glued)."""
+    return not ("](http" in rest or rest.endswith(("`", "across cluster]")) or "]<std" in rest)
 
 
 def host_start(line: str, dev: int) -> int:

@@ -573,10 +573,12 @@ class FileParser:
         if got is None:
             return -1
         rank, ts, shape = got
-        dress, most = self._dress, prefixed.MAX_CHARS - k - (m.end(5) - m.end(2))
+        # a line's characters before its text from the source rank on: the prefix, then the plain
+        # line's ``host:pid:tid [dev] NCCL INFO Channel NN/CC : `` (the same on every line of the run)
+        dress, most = self._dress, prefixed.MAX_CHARS - (m.end(5) + 3 - start)
 
         def ok(rest: str, key: bytes) -> bool:
-            return len(rest) < most and prefixed.plain_end(rest) and dress.get((shape, key)) is True
+            return len(rest) <= most and prefixed.plain_end(rest) and dress.get((shape, key)) is True
 
         cuts = fastpath.run_cuts(self._plans, text, start, m.end(), k, m.end(2) - start - k, ok)
         if cuts is None:

@@ -463,7 +463,7 @@ class FileParser:
                 # asked first where the last INFO line had one (a file has one on all its lines or none)
                 k = -1
                 if behind:
-                    k = -1 if PLAIN_INFO.match(line) else self._plain_at(line, nxt - info)
+                    k = -1 if PLAIN_INFO.match(line) else prefixed.plain_at(line, nxt - info)
                     behind = k > 0
                 if runs and text.startswith("Channel ", nxt + 11):  # perhaps a run of connection lines: at once
                     past = self._dressed_run(n, text, info, k, end) if k > 0 else \
@@ -477,15 +477,9 @@ class FileParser:
                 said = fastpath.SLOW if k > 0 else fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
                 if said and wrapped and (k >= 0 or not PLAIN_INFO.match(line)):  # a prefix before it
                     self._bpos = info
-                    if k < 0 and dressing:
-                        k = self._plain_at(line, nxt - info)
-                        if k > 0 and runs and text.startswith("Channel ", nxt + 11):
-                            past = self._dressed_run(n, text, info, k, end)
-                            if past >= 0:
-                                behind = True
-                                n += text.count("\n", info, past) + 1
-                                pos = past + 1
-                                continue
+                    if k < 0 and dressing and prefixed.plain_at(line, nxt - info) > 0:
+                        behind, pos = True, info  # this line again, behind its prefix first (a run too)
+                        continue
                     behind = k > 0 and self._dressed(n, line, k)  # the plain line's plan (:mod:`.prefixed`)
                     if behind:
                         is_open = self._open()
@@ -493,9 +487,7 @@ class FileParser:
                         continue
                     if k > 0:  # the whole line's plan, as a line with no prefix this path takes
                         said = fast_line(plans, sink, source, n, line, templated)  # type: ignore[arg-type]
-                    planned = None
-                    if said and self._learned is not None:
-                        planned = self._by_plan(n, line, info_key)
+                    planned = self._by_plan(n, line, info_key) if said and self._learned is not None else None
                     if planned is not None:
                         put(planned)
                         is_open = self._open()
@@ -534,22 +526,11 @@ class FileParser:
         return out
 
     # ------------------------------------------------------------------ prefixed NCCL INFO lines
-    @staticmethod
-    def _plain_at(line: str, at: int) -> int:
-        """Where the plain NCCL INFO line of ``line`` starts behind a prefix (``at``: where its
-        `` NCCL INFO `` is): after the space before its host (``12: ``) or right after the prefix
-        (``[default3]:``); 0 where the prefix is not one this path takes (a line of other characters
-        than ASCII or past :data:`prefixed.MAX_CHARS`, a prefix past :data:`prefixed.MAX_PREFIX`, no
-        plain line after it)."""
-        if len(line) > prefixed.MAX_CHARS or not line.isascii():
-            return 0
-        dev = line.rfind(" ", 0, at)  # the space before ``[dev]``
-        k = line.rfind(" ", 0, dev) + 1  # where the plain line's host starts: after a space (``12: ``) ...
-        if k <= 0 or PLAIN_INFO.match(line, k) is None:
-            k = prefixed.host_start(line, dev)  # ... or right after the prefix (``[default3]:``)
-            if k <= 0 or PLAIN_INFO.match(line, k) is None:
-                return 0
-        return k if k <= prefixed.MAX_PREFIX else 0
+    def _saw_rank(self, rank: int | None) -> None:
+        """A line of launcher rank ``rank`` made an event (or went by its plain line's plan): the tail
+        reads a file of two ranks or more as interleaved (:meth:`tail`); two are all it asks for."""
+        if rank is not None and len(self._ranks) < 2:
+            self._ranks.add(rank)
 
     def _dressed_run(self, lineno: int, text: str, start: int, k: int, end: int) -> int:
         """A run of one process's connection lines from ``start`` (line ``lineno``, ending at ``end``)
@@ -585,8 +566,7 @@ class FileParser:
             return -1
         dressed = self._dressing.at(line, rank, ts)  # type: ignore[union-attr]  # set with _dress
         dressed.conn_lines(self.source, lineno, m.group(2), cuts[0], cuts[1])
-        if rank is not None and len(self._ranks) < 2:
-            self._ranks.add(rank)
+        self._saw_rank(rank)
         return m.end()
 
     def _dressed(self, lineno: int, line: str, k: int) -> bool:
@@ -622,8 +602,7 @@ class FileParser:
                 self._deliver(evs)
         finally:
             self.sink = sink
-        if rank is not None and len(self._ranks) < 2:
-            self._ranks.add(rank)
+        self._saw_rank(rank)
         return True
 
     def _dress_probe_line(self, lineno: int, text: str) -> list[E.Event] | None:
@@ -668,8 +647,7 @@ class FileParser:
         ev = plan.make(self.source, lineno, text)
         by = stats.by_kind
         by[ev.kind] = by.get(ev.kind, 0) + 1
-        if ev.rank is not None and len(self._ranks) < 2:
-            self._ranks.add(ev.rank)
+        self._saw_rank(ev.rank)
         return [ev]
 
     def _state(self) -> tuple[Any, ...]:
@@ -828,8 +806,7 @@ class FileParser:
         if plan is learned.SLOW:
             return self._step_full(lineno, line)
         ev: E.Event = plan.make(self.source, lineno, line)
-        if ev.rank is not None and len(self._ranks) < 2:  # as _make does
-            self._ranks.add(ev.rank)
+        self._saw_rank(ev.rank)
         return ev
 
     def _step_learn(self, key: bytes, lineno: int, line: str) -> E.Event | None:
@@ -1383,8 +1360,7 @@ class FileParser:
 
     # ------------------------------------------------------------------ construction
     def _make(self, cls: type[E.Event], rec: Record, lineno: int, text: str, fields: dict[str, Any]) -> E.Event:
-        if rec.rank is not None and len(self._ranks) < 2:
-            self._ranks.add(rec.rank)
+        self._saw_rank(rec.rank)
         if rec.pg is not None and cls in _PG_CLASSES:
             fields.setdefault("pg", rec.pg)
             if rec.pg_rank is not None and "pg_rank" in cls.FIELD_TYPES:

@@ -22,7 +22,7 @@ That the two ways agree is checked at the first line of each pair of shapes, the
 the plain line's (:func:`agrees`: the full parser's events of the whole line against the plain
 line's, given the prefix's fields, on a scratch parser), as the fast path checks its own plans; a
 pair where they differ, and a prefix the envelope peels otherwise, go the full way (or by a learned
-plan of the whole line: ``FileParser._wrapped``).  ``tests/test_prefixed.py`` compares whole
+plan of the whole line: ``FileParser._by_plan``).  ``tests/test_prefixed.py`` compares whole
 reports and models with and without this path, in one process and split over two.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def fields(line: str, k: int) -> tuple[int | None, str | None, bytes] | None:
     line).  Each alternative ends before ``k`` (a literal, a bracket or a space) and the plain
     line's host starts with no space, so the first passes peel the prefix alone; whether the next
     stops at ``k`` depends on the host too, and is asked of every line (one anchored match)."""
-    if "](http" in line or line.endswith(("`", "across cluster]")) or ("]<std" in line and split_mpi(line) != [line]):
+    if _peeled_at_end(line) or ("]<std" in line and split_mpi(line) != [line]):
         return None  # a link, or wrappers peeled off the end; records of several ranks glued by Open MPI
     prefix = line[:k]
     shape = prefix.encode().translate(_DIGITS)
@@ -100,7 +100,29 @@ def plain_end(rest: str) -> bool:
     """Whether ``rest``, a line's text from its plain message on, holds nothing that makes the
     envelope peel the line otherwise than by its prefix (what :func:`fields` asks of a whole line):
     no Markdown link, no wrapper it peels off the end, no Open MPI tag (records of ranks glued)."""
-    return not ("](http" in rest or rest.endswith(("`", "across cluster]")) or "]<std" in rest)
+    return not (_peeled_at_end(rest) or "]<std" in rest)
+
+
+def _peeled_at_end(text: str) -> bool:
+    """Whether the envelope peels something of a line with ``text`` in it from its end or its
+    middle: a Markdown link, a backtick or a repeat count after the message."""
+    return "](http" in text or text.endswith(("`", "across cluster]"))
+
+
+def plain_at(line: str, at: int) -> int:
+    """Where the plain NCCL INFO line of ``line`` starts behind a prefix (``at``: where its
+    `` NCCL INFO `` is): after the space before its host (``12: ``) or right after the prefix
+    (``[default3]:``); 0 where the prefix is not one this path takes (a line of other characters
+    than ASCII or past :data:`MAX_CHARS`, a prefix past :data:`MAX_PREFIX`, no plain line after it)."""
+    if len(line) > MAX_CHARS or not line.isascii():
+        return 0
+    dev = line.rfind(" ", 0, at)  # the space before ``[dev]``
+    k = line.rfind(" ", 0, dev) + 1  # where the plain line's host starts: after a space (``12: ``) ...
+    if k <= 0 or PLAIN_INFO.match(line, k) is None:
+        k = host_start(line, dev)  # ... or right after the prefix (``[default3]:``)
+        if k <= 0 or PLAIN_INFO.match(line, k) is None:
+            return 0
+    return k if k <= MAX_PREFIX else 0
 
 
 def host_start(line: str, dev: int) -> int:

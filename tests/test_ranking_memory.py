@@ -174,6 +174,35 @@ def test_the_unexplained_lines_asked_at_once_are_those_asked_one_by_one() -> Non
     assert rest == [ev for ev in evs if (ev.source, ev.line) not in ex] and sorted({ev.line for ev in rest}) == [1, 4, 6]
 
 
+def test_a_finding_that_explains_no_line_keeps_the_questions_on_the_shared_numbers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a finding whose lines were none (an empty ``set``, or a set of no lines given
+    before any other) gave the small set file ids of its own, and ``Explained`` then asked every
+    problem line of the run set by set, each a tuple made and looked up (``in``): the rule step of
+    8,000 watchdog lines spent 30% of its time there."""
+    from ncclsleuth.rules.findings import file_ids
+    from ncclsleuth.rules.lineset import LineSet
+
+    empty = LineSet(())
+    empty.update(set())
+    assert empty.ids is None and not empty  # no ids made for no line
+    model = _job(6)
+    evs = model.error_events()
+    ids = file_ids(model)
+    ex = ranking.Explained()
+    ex.add(set())  # first: a finding with no line
+    ex.add(LineSet([("job.log", evs[1].line)], ids))
+    ex.add(LineSet([("job.log", n) for n in range(1000, 1000 + ranking.Explained.LARGE)], ids))
+    ex.add(LineSet((), ids))
+    asked: list[object] = []
+    real = LineSet.__contains__
+    monkeypatch.setattr(LineSet, "__contains__", lambda self, pair: asked.append(pair) or real(self, pair))
+    rest = ex.unexplained(evs)
+    assert asked == []  # the numbers bisected, no set asked line by line
+    assert [ev.line for ev in rest] == [ev.line for ev in evs if ev.line != evs[1].line]
+    assert (evs[1].source, evs[1].line) in ex and (evs[0].source, evs[0].line) not in ex
+
+
 @pytest.mark.parametrize("n", [3, 300])  # sorted (few), merged (runs past SORT_BELOW)
 def test_in_order_is_a_stable_sort_by_file_and_line(n: int) -> None:
     from ncclsleuth.model import job as J

@@ -147,12 +147,12 @@ class LineSet(Set[tuple[str, int]]):
                     self._sorted = False
                 return
         ids = self._ids
-        if ids is None:
-            ids = self._ids = FileIds()
         keys = self._keys
         before, last, high = len(keys), None, 0
         for source, line in pairs:
             if source != last:  # a file's lines come together: its id looked up once
+                if ids is None:  # made for a first pair: an empty set takes the ids of the next it is given
+                    ids = self._ids = FileIds()
                 last, high = source, ids.id(source) << LINE_BITS
             keys.append(high | _line(line))
         if len(keys) != before:

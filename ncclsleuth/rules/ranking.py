@@ -218,7 +218,9 @@ class Explained(Container[tuple[str, int]]):
             self.large.append(lines)
             self.large.sort(key=len, reverse=True)
         sets = (*self.large, self.small)
-        ids = self.small.ids or next((s.ids for s in sets if type(s) is LineSet and s), None)
+        # the ids of a set that holds lines: an empty one's (made for nothing, or another run's)
+        # would send every question the slow way
+        ids = next((s.ids for s in sets if type(s) is LineSet and s), None)
         shared = ids is not None and all(type(s) is LineSet and (not s or s.ids is ids) for s in sets)
         self._ids = ids if shared else None
         self._arrays = [s.numbers() for s in sets if s] if shared else []  # type: ignore[attr-defined]

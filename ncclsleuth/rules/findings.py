@@ -209,16 +209,20 @@ def _subject(rule: Rule, primary: Mapping[str, Any]) -> str:
 #: evidence lines read for repeats: enough for every rank of a 4,096-GPU job saying one
 #: line; beyond, the counts are a floor (``Evidence.at_least``) and the work stays bounded
 COLLAPSE_MAX = 4096
-_DIGITS = str.maketrans("", "", "0123456789")
+#: what :func:`collapsed` deletes from a line's UTF-8 bytes to group it: ``bytes.translate``'s delete
+#: is a C loop, ``str.translate`` with a deletion table a lookup a character (3.3 against 0.4 us a
+#: watchdog line; up to 4,096 lines a finding).  No UTF-8 sequence holds an ASCII digit's byte, so
+#: the groups are those of the text without its digits
+_DIGIT_BYTES = b"0123456789"
 
 
 def collapsed(events: Sequence[Event], limit: int) -> list[Evidence]:
     """One line per message shape (the text without its digits: the same WARN from 512
     ranks), the first of each in the given order, with how many there were and who
     printed them; at most ``limit`` lines."""
-    groups: dict[str, list[Event]] = {}
+    groups: dict[bytes, list[Event]] = {}
     for ev in events[:COLLAPSE_MAX]:
-        groups.setdefault(ev.text.strip().translate(_DIGITS), []).append(ev)
+        groups.setdefault(ev.text.strip().encode().translate(None, _DIGIT_BYTES), []).append(ev)
     floor = len(events) > COLLAPSE_MAX
     out: list[Evidence] = []
     for same in list(groups.values())[:limit]:

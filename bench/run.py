@@ -530,11 +530,14 @@ def _rate(per_line: float | None) -> str:
 
 def _instructions(cmd: list[str]) -> int | None:
     """Instructions executed by ``cmd`` (valgrind callgrind, no cache simulation): a count that
-    other processes on the machine do not change.  Children are not followed (use --jobs 1)."""
+    other processes on the machine do not change.  Children are not followed (use --jobs 1).  A
+    leading ``env VAR=VALUE`` is set here, not run: valgrind does not follow ``env``'s exec into the
+    interpreter, and counted nothing for every build that runs with a cache folder of its own."""
     if shutil.which("valgrind") is None:
         return None
+    cmd, env = run_env(cmd)
     r = subprocess.run(["valgrind", "--tool=callgrind", "--cache-sim=no", "--callgrind-out-file=/dev/null",
-                        *cmd], capture_output=True, text=True)
+                        *cmd], capture_output=True, text=True, env=env, cwd=neutral_cwd())
     m = re.search(r"I\s+refs:\s+([\d,]+)", r.stderr)
     return int(m.group(1).replace(",", "")) if m else None
 

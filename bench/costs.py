@@ -11,7 +11,9 @@ json --jobs 1`` on a file of its first ``n`` lines and on one of its first ``2n`
 over ``n`` is what a line of that kind costs, start-up, caches and the report's fixed work taken
 out.  The lines keep their order and their processes, so a kind whose lines each open a new
 process (a ``NCCL version`` line, one a rank) carries that process's making.  The same for a
-file: one-line files of the log's first line, ``m`` against ``2m`` of them.
+file: one-line files of the log's first line, ``m`` against ``2m`` of them.  (``bench/floors.py``'s
+section 5 times each kind's build alone, in process; this counts the whole ``analyze``, the rule
+step included, which a problem line costs more than its parse, and compares builds.)
 
     python bench/costs.py                          the 8k job's lines (~10 min on 2 cores)
     python bench/costs.py --log my.log --top 8     another log, its 8 most numerous kinds
@@ -28,7 +30,6 @@ one per core at once (the counts do not depend on the load).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -43,16 +44,10 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load(name: str) -> Any:
-    """A bench script by path (bench is no package)."""
-    spec = importlib.util.spec_from_file_location(f"ncclsleuth_bench_{name}", os.path.join(HERE, f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, HERE)  # bench is no package: its scripts load each other by path (floors._module)
+import floors  # noqa: E402
 
-
-R = _load("run")
+R = floors._module("run")
 
 #: digit runs and hex runs (a pointer, a commId) as one mark in a kind's name
 _NUM = re.compile(r"0x[0-9a-fA-F]+|[0-9]+")
@@ -154,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = a.log
     if log is None:
-        log = _load("targets").logs("8k")
+        log = floors._module("targets").logs("8k")
     log = os.path.abspath(log)
     m = R.machine()
     m["bytecode"] = R.ensure_bytecode()
@@ -193,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         change = [f"{(now - first) / first:+.1%}" if first and now is not None else "n/a"] if len(names) > 1 else []
         in_log = f"{row['in_log']:,}" if row["in_log"] is not None else "-"
         share = f"{est[i] / whole:.1%}" if row["in_log"] else "-"
-        print(f"| {row['kind']} | {in_log} | {row['n']:,} | " + " | ".join(cells + change)
+        kind = row["kind"].replace("|", "\\|")  # a message's own bar (``threadThresholds 8/8/64 | ...``)
+        print(f"| {kind} | {in_log} | {row['n']:,} | " + " | ".join(cells + change)
               + f" | {est[i] / 1e9:.2f} | {share} |")
     if a.json:
         with open(a.json, "w") as f:

@@ -9,9 +9,11 @@ lines into kinds by the message's head (the words after ``NCCL INFO``, PyTorch's
 line, or "training output"), and for each of the most numerous kinds measures ``analyze --format
 json --jobs 1`` on a file of its first ``n`` lines and on one of its first ``2n``: the difference
 over ``n`` is what a line of that kind costs, start-up, caches and the report's fixed work taken
-out.  The lines keep their order and their processes, so a kind whose lines each open a new
-process (a ``NCCL version`` line, one a rank) carries that process's making.  The same for a
-file: one-line files of the log's first line, ``m`` against ``2m`` of them.  (``bench/floors.py``'s
+out.  Both files start with the first line in the log of each process (``host:pid``) or launcher
+rank (``[rankN]:``) that prints one of the kind's 2n lines, so a line is counted as one of a process
+the analysis knows already, as nearly every line of a job's log is (a kind printed once a process,
+such as ``NCCL version``, then counts a second one).  And for a file: one-line files of the log's
+first line, ``m`` against ``2m`` of them.  (``bench/floors.py``'s
 section 5 times each kind's build alone, in process; this counts the whole ``analyze``, the rule
 step included, which a problem line costs more than its parse, and compares builds.)
 
@@ -79,18 +81,41 @@ def kind_of(line: str) -> str:
     return "training output (no NCCL, no c10 header)"
 
 
-def sort_lines(path: str, want: int) -> tuple[Counter[str], dict[str, list[str]]]:
-    """Each kind's count in the log and its first ``want`` lines (as they come, newline kept)."""
+#: who printed a line: NCCL's ``host:pid`` or a launcher's ``[rankN]:``
+_WHO = re.compile(r"([^\s:\[\]]+:\d+):\d+ \[\d+\]|\[(rank\d+)\]:")
+
+
+def who(line: str) -> str | None:
+    """The process (``host:pid``) or launcher rank that printed ``line``, None where it names none."""
+    m = _WHO.match(line)
+    return None if m is None else m.group(1) or m.group(2)
+
+
+def sort_lines(path: str, want: int) -> tuple[Counter[str], dict[str, list[str]], dict[str, str]]:
+    """Each kind's count in the log, its first ``want`` lines (as they come, newline kept), and
+    each process's or rank's first line."""
     counts: Counter[str] = Counter()
     first: dict[str, list[str]] = {}
+    opened: dict[str, str] = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
+            line = line if line.endswith("\n") else line + "\n"
             k = kind_of(line)
             counts[k] += 1
             got = first.setdefault(k, [])
             if len(got) < want:
-                got.append(line if line.endswith("\n") else line + "\n")
-    return counts, first
+                got.append(line)
+            w = who(line)
+            if w is not None and w not in opened:
+                opened[w] = line
+    return counts, first, opened
+
+
+def context(lines: list[str], opened: dict[str, str]) -> list[str]:
+    """The first line of each process or rank that prints one of ``lines``, in their order: put
+    before a kind's lines, in both its files, so that what is counted is a line of a process the
+    file knows already (as nearly every line of a job's log is), not the making of its process."""
+    return [opened[w] for w in dict.fromkeys(who(line) for line in lines) if w is not None]
 
 
 def warm_run(cmd: list[str]) -> None:
@@ -108,18 +133,20 @@ def write(path: str, lines: list[str]) -> str:
 def cases(log: str, top: int, per: int, files: int, tmp: str) -> tuple[list[dict[str, Any]], int]:
     """The kinds measured (the ``top`` most numerous with at least 2 lines, each with its n- and
     2n-line files) and the one-line-files case; and the log's line count."""
-    counts, first = sort_lines(log, 2 * per)
+    counts, first, opened = sort_lines(log, 2 * per)
     out: list[dict[str, Any]] = []
     for i, (k, n_log) in enumerate(counts.most_common()):
         if len(out) >= top:
             break
-        lines = first[k]
-        n = len(lines) // 2
+        n = len(first[k]) // 2
         if n < 1:
             continue
+        lines = first[k][:2 * n]
+        before = context(lines, opened)
         out.append({"kind": k, "in_log": n_log, "n": n, "example": lines[0].rstrip("\n")[:160],
-                    "small": write(os.path.join(tmp, f"k{i}.1.log"), lines[:n]),
-                    "big": write(os.path.join(tmp, f"k{i}.2.log"), lines[:2 * n])})
+                    "context": len(before),
+                    "small": write(os.path.join(tmp, f"k{i}.1.log"), before + lines[:n]),
+                    "big": write(os.path.join(tmp, f"k{i}.2.log"), before + lines)})
     head = next((ls[0] for ls in first.values() if ls), "\n")
     for name, m in (("small", files), ("big", 2 * files)):
         d = os.path.join(tmp, f"files.{name}")

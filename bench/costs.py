@@ -9,10 +9,10 @@ lines into kinds by the message's head (the words after ``NCCL INFO``, PyTorch's
 line, or "training output"), and for each of the most numerous kinds measures ``analyze --format
 json --jobs 1`` on a file of its first ``n`` lines and on one of its first ``2n``: the difference
 over ``n`` is what a line of that kind costs, start-up, caches and the report's fixed work taken
-out.  Both files start with the first line in the log of each process (``host:pid``) or launcher
-rank (``[rankN]:``) that prints one of the kind's 2n lines, so a line is counted as one of a process
-the analysis knows already, as nearly every line of a job's log is (a kind printed once a process,
-such as ``NCCL version``, then counts a second one).  And for a file: one-line files of the log's
+out.  Both files start with the first line in the log of each NCCL process (``host:pid``) that
+prints one of the kind's 2n lines, so a line is counted as one of a process the analysis knows
+already, as nearly every line of a job's log is (a kind printed once a process, such as ``NCCL
+version``, then counts a second one).  And for a file: one-line files of the log's
 first line, ``m`` against ``2m`` of them.  (``bench/floors.py``'s
 section 5 times each kind's build alone, in process; this counts the whole ``analyze``, the rule
 step included, which a problem line costs more than its parse, and compares builds.)
@@ -81,14 +81,17 @@ def kind_of(line: str) -> str:
     return "training output (no NCCL, no c10 header)"
 
 
-#: who printed a line: NCCL's ``host:pid`` or a launcher's ``[rankN]:``
-_WHO = re.compile(r"([^\s:\[\]]+:\d+):\d+ \[\d+\]|\[(rank\d+)\]:")
+#: the NCCL process that printed a line (``host:pid:tid [dev]``)
+_WHO = re.compile(r"([^\s:\[\]]+:\d+):\d+ \[\d+\]")
 
 
 def who(line: str) -> str | None:
-    """The process (``host:pid``) or launcher rank that printed ``line``, None where it names none."""
+    """The NCCL process (``host:pid``) that printed ``line``, None where it names none.  Not a
+    launcher rank's ``[rankN]:``: a rank's first line before its problem lines (its
+    ``ProcessGroupNCCL initialization`` line) changes what the rule step makes of the job (ranks that
+    said nothing else), and the count of 2n lines came out below that of n."""
     m = _WHO.match(line)
-    return None if m is None else m.group(1) or m.group(2)
+    return None if m is None else m.group(1)
 
 
 def sort_lines(path: str, want: int) -> tuple[Counter[str], dict[str, list[str]], dict[str, str]]:

@@ -215,3 +215,23 @@ def test_in_order_is_a_stable_sort_by_file_and_line(n: int) -> None:
     assert [ev for _, ev in got] == sorted(runs, key=model.order_key)
     assert [k for k, _ in got] == [model.order_int(ev) for ev in sorted(runs, key=model.order_key)]
     assert got[0][1] is got[1][1] is evs[0]  # the same line twice, side by side
+
+
+def test_a_findings_evidence_groups_lines_that_differ_only_in_digits() -> None:
+    """``collapsed`` groups by the line's UTF-8 bytes less ASCII digits: lines that differ only in
+    digits are one group (counted, their ranks and files), any other character (a non-ASCII one
+    too) another; each group's first line in the order given, at most ``limit`` groups."""
+    from ncclsleuth import events as E
+    from ncclsleuth.rules.findings import collapsed
+
+    def ev(n: int, text: str, rank: int | None, source: str = "a.log") -> E.Event:
+        return E.NcclOther(source=source, line=n, text=text, rank=rank, level="WARN", message=text)
+
+    evs = [ev(1, "  rank 3: Größe 12 überschritten ", 3), ev(2, "rank 4: Größe 7 überschritten", 4),
+           ev(3, "rank 5: Grösse 12 überschritten", 5), ev(4, "rank 16: Größe 99 überschritten", 16, "b.log"),
+           ev(5, "timeout after 600000 ms", None)]
+    got = collapsed(evs, 2)
+    assert [(g.line, g.text, g.count, g.ranks, g.files) for g in got] == [
+        (1, "  rank 3: Größe 12 überschritten ", 3, (3, 4, 16), 2),  # ß and ö: another group than ss
+        (3, "rank 5: Grösse 12 überschritten", 1, (5,), 1)]
+    assert [g.line for g in collapsed(evs, 5)] == [1, 3, 5]

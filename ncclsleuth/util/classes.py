@@ -20,7 +20,9 @@ import collections
 import dataclasses
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .cache import CODE
@@ -56,14 +58,24 @@ def _kept_eval(source: Any, globals: dict[str, Any] | None = None, locals: Any =
     return eval(code, globals, locals)  # noqa: S307 - collections' own generated source
 
 
-def _make(cls: type[T], options: dict[str, Any]) -> type[T]:
-    # a module global named ``exec`` in dataclasses is the one its functions call; it is
-    # removed again at once (another thread making a dataclass meanwhile gets the same code)
-    dataclasses.exec = _kept_exec  # type: ignore[attr-defined]
+@contextmanager
+def _from_store(module: ModuleType, **builtins: Callable[..., Any]) -> Iterator[None]:
+    """While a class is made: ``module``'s functions call these instead of the builtins of the same
+    names (``exec``, ``compile``, ``eval``: a module global is what they find first), which take the
+    code from the code store; removed again at once (another thread making a class meanwhile gets
+    the same code)."""
+    for name, fn in builtins.items():
+        setattr(module, name, fn)
     try:
-        return dataclasses.dataclass(cls, **options)
+        yield
     finally:
-        dataclasses.__dict__.pop("exec", None)
+        for name in builtins:
+            module.__dict__.pop(name, None)
+
+
+def _make(cls: type[T], options: dict[str, Any]) -> type[T]:
+    with _from_store(dataclasses, exec=_kept_exec):
+        return dataclasses.dataclass(cls, **options)
 
 
 @overload
@@ -91,15 +103,8 @@ elif hasattr(typing, "NamedTupleMeta") and hasattr(typing, "_NamedTuple"):
 
         def __new__(mcls, typename: str, bases: tuple[type, ...], ns: dict[str, Any]) -> type:
             bases = tuple(typing._NamedTuple if b is NamedTuple else b for b in bases)
-            # module globals named ``compile`` and ``eval`` are the ones those modules' functions
-            # call; removed again at once, as ``dataclasses.exec`` in :func:`_make`
-            typing.compile = _kept_compile  # type: ignore[attr-defined]
-            collections.eval = _kept_eval  # type: ignore[attr-defined]
-            try:
+            with _from_store(typing, compile=_kept_compile), _from_store(collections, eval=_kept_eval):
                 return super().__new__(mcls, typename, bases, ns)
-            finally:
-                typing.__dict__.pop("compile", None)
-                collections.__dict__.pop("eval", None)
 
     #: the base of a NamedTuple class (``class Plan(NamedTuple): ...``): ``typing.NamedTuple``'s class,
     #: compiled from the code store

@@ -132,3 +132,63 @@ def test_a_kept_line_is_placed_at_its_bytes_in_the_file_after_blocks_were_droppe
     assert len(kept) == 1 and kept.place(first, text.split("\n")[0]) is None
     assert kept.place(seen[-1][0], seen[-1][1]) == (starts[seen[-1][0] - 1], len(seen[-1][1].encode()))
     assert Kept(seen).place(seen[-1][0], seen[-1][1]) is None
+
+
+def test_the_last_line_number_is_the_readers_count_or_counted(tmp_path):
+    """``last_number``: where each block came with the reader's count of its lines (as
+    ``FileParser.parse_block`` hands them over), the number it remembers is the one counting the
+    newest block gives; without a count it counts (a block kept from another source); a block
+    with no line end after its last line, and a file that does not end with one, alike."""
+    from ncclsleuth.parse.tail import last_number
+
+    for tail in ("", "\nstep 7 of the last"):
+        log = tmp_path / f"job{len(tail)}.log"
+        _job(log, 3000)
+        log.write_text(log.read_text(encoding="utf-8") + tail + "\n", encoding="utf-8")
+        reader = BlockReader(InputFile(str(log)), block=4096)
+        counted, remembered = Kept(), Kept(source=reader)
+        for first, text in reader:
+            counted.append(first, text)
+            remembered.append(first, text, reader.block_lines)
+            assert remembered._end == first + text.count("\n") == last_number(counted)
+            assert last_number(remembered) == remembered._end
+        assert last_number(remembered) == reader.lines == len(log.read_text(encoding="utf-8").split("\n")) - 1
+        assert Kept(list(counted))._end == -1 and last_number(Kept(list(counted))) == reader.lines
+
+
+def test_the_rank_prefixes_after_a_line_end_are_those_of_the_pattern_without_its_lookahead():
+    """``_NL_RANK`` refuses a line at its first character unless it is ``[`` or a digit: what it
+    finds is what ``\\n`` + ``_RANK`` finds, on lines of every prefix form, their near misses and
+    Unicode digits."""
+    import itertools
+    import re
+
+    from ncclsleuth.parse import tail as T
+
+    plain = re.compile("\n(?:" + T._RANK.pattern + ")")
+    heads = ["[rank3]:", "[rank 12]:", "[default5]:", "[trainer1]:", "[worker7]:", "[RANK 2]:", "[Rank 4]:",
+             "[rank3|1]:", "3: ", "123456: x", "1234567: ", "12: ", "12:x", "[1,7]<stdout>:", "[1,7]<err",
+             "2025-11-29T11:31:50.123456789Z [default3]:", "2025-11-29 11:31:50,627 - INFO - step 3",
+             "2025-11-29T11:31:50Z 5: go", "[pod/trainer-0/main] [rank9]:", "[pod/x/y] 2025-11-29T11:31:50Z [rank1]:",
+             "\u0663: arabic digit", "[rank\u0661]:", "iter 5: loss", "node1:11:11 [0] NCCL INFO", "  [rank1]:", ""]
+    for a, b in itertools.product(heads, repeat=2):
+        text = f"{a} one\n{b} two\n{a}\n{b}"
+        assert T._NL_RANK.findall(text) == plain.findall(text), (a, b)
+        assert T.ranks_in(text, 0, len(text)) == {int(x or y or z) for x, y, z in plain.findall(text)} | (
+            {int(next(g for g in m.groups() if g is not None))} if (m := T._RANK.match(text)) else set())
+
+
+def test_a_pre_2_4_nccl_record_is_looked_for_only_where_its_literals_are():
+    """``_plain_record`` searches ``_OLD_NCCL`` only in a line holding ``] INFO `` or ``WARN ``:
+    every match holds one (a Python logging line's ``- INFO -`` then costs no search); lines
+    built of the pattern's pieces and near misses, matched or not, say so."""
+    import itertools
+
+    from ncclsleuth.parse import envelope as EN
+
+    pieces = ["[3] INFO ", "[3] WARN ", "init.cc:12 WARN ", "WARN x", " INFO ", "- INFO - ", "[3]INFO ",
+              "a.h:1 WARN ", "x.py:3 WARN ", "WARN", "]", " ", "INFO", "\t[12] INFO x", "node1: "]
+    for a, b, c in itertools.product(pieces, repeat=3):
+        line = a + b + c
+        if EN._OLD_NCCL.search(line) is not None:
+            assert "] INFO " in line or "WARN " in line, line

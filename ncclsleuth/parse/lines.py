@@ -385,7 +385,7 @@ class FileParser:
         out: list[E.Event] = []
         self.stats.lines += lines if lines > 0 else text.count("\n") + 1
         if not self.keep_text:
-            self._keep_block(first, text)
+            self._keep_block(first, text, lines)
         put = out.extend if self.sink is None else self._deliver
         if self.keep_text:
             for i, line in enumerate(text.split("\n")):
@@ -1157,11 +1157,11 @@ class FileParser:
         return self._early_lookback, self._field_unnamed, self._block_named
 
     # ------------------------------------------------------------------ the end of the file
-    def _keep_block(self, first: int, text: str) -> None:
+    def _keep_block(self, first: int, text: str, lines: int = -1) -> None:
         if self._piece_tail:
             return
         tail = self._end_blocks
-        tail.append(first, text)
+        tail.append(first, text, lines)
         tail.trim(tail_cap(self._ranks))
 
     def _keep_line(self, lineno: int, text: str) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from ncclsleuth.model.job import JobModel
 from ncclsleuth.parse import learned, prefixed
+from ncclsleuth.parse import lines as lines_mod
 from ncclsleuth.parse.anchors import PREFILTER
 from ncclsleuth.parse.grammar import ShapeCache, fixed_key, info_key
 from ncclsleuth.parse.lines import FileParser
@@ -65,6 +66,7 @@ def _parse(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch,
     which then skips the full path's counts there."""
     monkeypatch.setattr(learned, "ENABLED", enabled)
     monkeypatch.setattr(prefixed, "ENABLED", False)
+    monkeypatch.setattr(lines_mod, "LIGHT_STEPS", False)  # every sampled step line as its event
     sink = _Sink()
     fp = FileParser("t.log", cache or ShapeCache(store=False), keep_text=False, use_catalog=False, sink=sink)
     fp.parse_block(1, text)
@@ -78,6 +80,7 @@ def _parse(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch,
 def _planning(monkeypatch: pytest.MonkeyPatch, sink: JobModel | None = None) -> tuple[ShapeCache, FileParser]:
     """A fresh shape cache and an analyze-mode parser into ``sink`` (a ``JobModel`` by default), plans on."""
     monkeypatch.setattr(learned, "ENABLED", True)
+    monkeypatch.setattr(lines_mod, "LIGHT_STEPS", False)  # every sampled step line as its event
     cache = ShapeCache(store=False)
     return cache, FileParser("t.log", cache, keep_text=False, use_catalog=False,
                              sink=JobModel() if sink is None else sink)
@@ -296,6 +299,43 @@ def test_step_lines_by_plan_make_the_full_paths_events(monkeypatch):
             differ.append(line)
     assert differ == []
     assert sum(1 for p in cache.step_plans.values() if p is not learned.SLOW) >= len(STEP_LINES)
+
+
+def _step_model(text: str, light: bool, monkeypatch: pytest.MonkeyPatch, cache: ShapeCache) -> tuple[tuple, int]:
+    """What the model keeps of ``text``'s step lines (its times, the quoted line of each rank, its
+    counts and the ranks the parser saw), a rank's sampled lines after its first given without
+    their events or not; and how many were given so."""
+    monkeypatch.setattr(learned, "ENABLED", True)
+    monkeypatch.setattr(prefixed, "ENABLED", False)
+    monkeypatch.setattr(lines_mod, "LIGHT_STEPS", light)
+    model, samples = JobModel(), []
+    real = model.step_sample
+    model.step_sample = lambda key, ms: samples.append(key) or real(key, ms)  # type: ignore[method-assign]
+    fp = FileParser("t.log", cache, keep_text=False, use_catalog=False, sink=model)
+    fp.parse_block(1, text)
+    for ev in fp.finish():
+        model.add(ev)
+    kept = ({k: list(v) for k, v in model.step_times.items()},
+            {k: ev.to_dict() for k, ev in model.step_evidence.items()},  # type: ignore[union-attr]  # events here
+            sorted(model.kind_counts.items()), sorted(model.untracked.items()), tuple(sorted(fp.ranks_seen())))
+    return kept, len(samples)
+
+
+def test_step_samples_given_without_their_events_leave_the_model_as_their_events(monkeypatch):
+    """``LIGHT_STEPS``: a rank's sampled step lines after its first go to ``JobModel.step_sample`` as
+    (rank, ms), read by their plan's ``learned.step_reader``; the model then holds what their events
+    gave it: every shape of the fixtures and the corpus, its lines with random digits, as one rank's
+    lines and as two ranks' interleaved (``[rankN]:`` prefixes), past the sample limit."""
+    rng = random.Random(20261208)
+    light_used = 0
+    for line in _step_shapes():
+        body = [line if i < learned.LEARN_AT else _random_digits(line, rng) for i in range(2 * COPIES)]
+        for text in ("\n".join(body), "\n".join(f"[rank{i % 2}]: {x}" for i, x in enumerate(body))):
+            on, used = _step_model(text, True, monkeypatch, ShapeCache(store=False))
+            off, none = _step_model(text, False, monkeypatch, ShapeCache(store=False))
+            assert on == off and none == 0, line
+            light_used += used
+    assert light_used >= len(STEP_LINES) * 10
 
 
 def test_a_step_shape_is_learned_once_and_then_planned(monkeypatch):

@@ -685,6 +685,15 @@ class JobModel:
         if held:
             owner.keep_places((id(ev),))  # type: ignore[union-attr]  # held: not None
 
+    def step_sample(self, key: int | str, ms: float | None) -> None:
+        """A step line of rank (or file) ``key`` that took ``ms``, given without its event: what
+        ``add`` does with a ``step_time`` event that has no host, pid or level (no process, no
+        problem, not tracked, not kept: counted and timed).  The parser gives a rank's first
+        sampled step line as its event (the one the model quotes), the others so."""
+        self.kind_counts["step_time"] += 1
+        if ms is not None:
+            _step(self, key, ms, None)
+
     def step_line(self, key: int | str) -> E.Event:
         """The event of rank (or file) ``key``'s first step-timing line, made again from the line
         where the model keeps its place)."""
@@ -1322,17 +1331,22 @@ def _h_failure_field(m: JobModel, ev: E.FailureField, p: Process | None) -> None
 
 
 def _h_step(m: JobModel, ev: E.StepTime, p: Process | None) -> None:
-    if ev.ms is None:
-        return
-    key: int | str = ev.rank if ev.rank is not None else ev.source
-    if key not in m.step_times and not m._room("ranks", len(m.step_times), MAX_RANKS):
-        return
+    if ev.ms is not None:
+        _step(m, ev.rank if ev.rank is not None else ev.source, ev.ms, ev)
+
+
+def _step(m: JobModel, key: int | str, ms: float, ev: E.StepTime | None) -> None:
+    """Step time ``ms`` of rank (or file) ``key``; ``ev``: its line's event, the rank's evidence if
+    it is its first (None: a line given without its event, never a rank's first: ``step_sample``)."""
     times = m.step_times.get(key)
     if times is None:
+        if not m._room("ranks", len(m.step_times), MAX_RANKS):
+            return
         times = m.step_times[key] = array("d")
     if len(times) < STEP_SAMPLES:
-        times.append(ev.ms)
-    m.step_evidence.setdefault(key, ev)
+        times.append(ms)
+    if ev is not None:
+        m.step_evidence.setdefault(key, ev)
 
 
 def _h_row(m: JobModel, ev: E.NcclTestsRow, p: Process | None) -> None:

@@ -248,6 +248,38 @@ def compiled(plan: Plan) -> Plan:
     return plan._replace(make=ns["make"])
 
 
+#: fields of a step line's event that send it past its process-less, problem-less way through
+#: the model (``JobModel.add``: a process of its host, pid or level; a problem of its level)
+_STEP_PLAIN = ("host", "pid", "level")
+
+
+def step_reader(plan: Plan) -> Any:
+    """``read(t) -> (rank, ms)``: of a checked ``StepTime`` plan, the two fields the model keeps of a
+    step line it does not quote (``JobModel.step_sample``), cut from the line as ``make`` cuts them,
+    without the event; None where the plan's event is not such a line (a host, pid or level of its
+    own, or ``rank``/``ms`` in a shaped value), which then goes as its event.  A rank file samples
+    32 step lines and quotes the first (:meth:`ncclsleuth.parse.lines.FileParser._step_lines`)."""
+    if plan.make is None or plan.cls is not E.StepTime or any(n == "rank" or n == "ms" for n, _, _ in plan.shaped):
+        return None
+    cut = {n: (a, b, conv) for n, a, b, conv in plan.cuts}
+    if any(n in cut or plan.const.get(n) is not None for n in _STEP_PLAIN):
+        return None
+    ns: dict[str, Any] = {"K": []}
+
+    def expr(name: str) -> str:
+        if name in cut:
+            a, b, conv = cut[name]
+            if conv is not None:
+                ns[conv.__name__] = conv
+            return f"t[{a}:{b}]" if conv is None else f"{conv.__name__}(t[{a}:{b}])"
+        ns["K"].append(plan.const.get(name))
+        return f"K[{len(ns['K']) - 1}]"
+
+    src = f"def read(t):\n    return {expr('rank')}, {expr('ms')}\n"
+    exec(CODE.compile(src, "<learned-step>"), ns)  # noqa: S102 - slices and names made here
+    return ns["read"]
+
+
 def _shape(value: Any, leaves: list[Any]) -> Shape | bool:
     """The :data:`Shape` of a field's value, its leaves appended to ``leaves``; False for a value
     with a list, dict or set in it (one object a constant would share among events)."""

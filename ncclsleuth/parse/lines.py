@@ -37,6 +37,9 @@ from .tail import TAIL_CHARS, TAIL_CHARS_MULTI, Kept, Source, ends, last_number,
 
 #: step-timing lines parsed per rank (a median needs a few dozen, not every step of a run)
 STEP_SAMPLES_PER_RANK = 32
+#: a rank's sampled step lines after its first handed to the model as (rank, ms), without events,
+#: where their shape's learned plan allows (tests switch it off to compare)
+LIGHT_STEPS = True
 # Training-step timing lines (stragglers) carry no keyword of the prefilter; these
 # literal-prefixed scans find them in a block at str.find speed.
 STEP_SCANS = (rx(r"time: *\d+(?:\.\d+)?ms"), rx(r"elapsed time per iteration \(ms\)"))
@@ -316,6 +319,10 @@ class FileParser:
         self._block_named = False
         #: where sampled step lines go (a piece's sink samples them again for the whole file)
         self._on_steps = getattr(sink, "steps", None)
+        #: where a rank's sampled step lines after its first go without their events (the sink's
+        #: ``step_sample``: the model's), read by their shape's :func:`.learned.step_reader`; None:
+        #: every sampled line as its event (a piece's sink, or with ``LIGHT_STEPS`` off)
+        self._step_sample = getattr(sink, "step_sample", None) if self._on_steps is None and LIGHT_STEPS else None
         #: a piece of a file keeps no end blocks (the file's are read again once: ncclsleuth.parallel.split)
         self._piece_tail = False
         #: evidence by reference (:mod:`ncclsleuth.util.reread`): the line being delivered (None:
@@ -735,6 +742,9 @@ class FileParser:
         if self._steps_done:
             return out
         done = set(lined)
+        # the model's way: each sampled line given at once, in line order (the rest of the block's
+        # events are delivered; nothing comes between this scan and its events' delivery)
+        light = self.sink.add if self._step_sample is not None else None  # type: ignore[union-attr]
         for scan in STEP_SCANS:
             counted, n = 0, first
             self._sbyte = (0, at)  # (character, byte) of the block this scan has counted to
@@ -746,6 +756,10 @@ class FileParser:
                     continue  # the main loop has handled it
                 n += text.count("\n", counted, start)
                 counted = start
+                if light is not None and self._light_step(line):
+                    if self._steps_done:
+                        return out
+                    continue
                 ev = self._step_event(n, line)
                 if ev is None:
                     continue
@@ -753,10 +767,39 @@ class FileParser:
                 if keep:
                     if at >= 0 and self._step_counts[ev.rank] == 1:
                         self._step_ref(ev, text, start, line)
-                    out.append(ev)
+                    if light is not None:  # in line order with the samples the model is given at once
+                        light(ev)
+                    else:
+                        out.append(ev)
                 if self._steps_done:
                     return out
         return out
+
+    def _light_step(self, line: str) -> bool:
+        """Step line ``line`` handed to the model's ``step_sample`` without its event, where its
+        shape has a learned plan with a :func:`.learned.step_reader` and its rank has had its first
+        sampled line (the model quotes that one: it goes as its event); False: not done, the line
+        goes the event's way (as it would have)."""
+        if not learned.plannable(line):
+            return False
+        plan = self.cache.step_plans.get(fixed_key(line))
+        if not plan:  # none yet, or SLOW
+            return False
+        readers = self.cache.step_readers
+        read: Any = readers.get(plan.make)
+        if read is None:
+            read = readers[plan.make] = learned.step_reader(plan) or False
+        if read is False:
+            return False
+        rank, ms = read(line)
+        seen = self._step_counts.get(rank, 0)
+        if not seen:
+            return False
+        self._saw_rank(rank)
+        keep, self._steps_done = sample_step(self._step_counts, rank)
+        if keep:
+            self._step_sample(rank if rank is not None else self.source, ms)  # type: ignore[misc]  # set: the caller's condition
+        return True
 
     def _step_ref(self, ev: E.Event, text: str, start: int, line: str) -> None:
         """``ev``'s text by reference: the step line ``line``, at character ``start`` of block

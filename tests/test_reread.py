@@ -517,3 +517,51 @@ def test_only_events_something_holds_are_given_their_place(tmp_path, monkeypatch
     settings = model.events["env_setting"]
     assert len(settings) == 40 and all(isinstance(ev._text, int) for ev in settings)  # type: ignore[attr-defined]
     assert settings[-1].text == lines[-3]
+
+
+def test_a_kept_line_of_a_block_that_is_not_ascii_is_found_by_its_bytes(tmp_path, monkeypatch):
+    """``RAW_REFS``: in a block with a progress bar (not ASCII), a kept line after a gap of more than
+    ``RAW_GAP`` characters is found by its own bytes in the block's bytes and the line ends before it
+    (an equal line earlier is not it); the references are the same integers as with the characters
+    counted, and every kept event reads back its line (non-ASCII kept lines, a line that is another's
+    tail, the block's first and last lines included)."""
+    from ncclsleuth.parse import lines as L
+
+    warn = "h1:7:7 [0] NCCL WARN NET/IB : Got completion with error 12, größer"
+    rows = [warn, *(f"Training:  50%|█████     | {i}/1000 [00:10<00:11]" for i in range(L.RAW_GAP // 40)),
+            "x" + warn,  # another line's tail: not a whole line that is the warning
+            "h1:7:7 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"]
+    rows += [f"h2:{p}:{p} [0] NCCL WARN Call to ibv_reg_mr failed – {p}" for p in range(10, 14)]
+    rows += [warn, *(f"Training:  70%|███████   | {i}/1000 [00:14<00:06]" for i in range(L.RAW_GAP // 40)),
+             "step 3 loss 1.0 ██", warn]  # after a second gap, an equal line before it
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(rows) + "\n", encoding="utf-8")  # one block: its last line ends the file
+
+    def kept(raw: bool) -> list[tuple[int, object, str]]:
+        monkeypatch.setattr(L, "RAW_REFS", raw)
+        monkeypatch.setattr(reread, "_PATHS", {})
+        model = api.build([str(log)], api.Options(jobs=1, shared_cache=False)).model
+        return sorted((ev.line, ev._text, ev.text) for ev in _kept(model))  # type: ignore[attr-defined]
+
+    used: list[int] = []
+    real = L.FileParser._raw_ref
+    monkeypatch.setattr(L.FileParser, "_raw_ref",
+                        lambda self, start, line, n: used.append(start) or real(self, start, line, n))
+    on, off = kept(True), kept(False)
+    assert len(on) >= 6 and all(type(where) is int for _, where, _ in on) and len(used) >= 2
+    assert [(n, text) for n, _, text in on] == [(n, text) for n, _, text in off] \
+        == [(n, rows[n - 1]) for n, _, _ in off]
+    assert on == off
+    data = b"ab\nxab\nab"
+    assert [L._line_at(data, b"ab", s) for s in (0, 1, 4, 8)] == [0, 7, 7, -1]
+    # a line with an equal line before it in the block: its own place, by the line ends before it
+    block = "\n".join(rows)
+    fp = L.FileParser(str(log), keep_text=False)
+    fp._rblock, fp._rraw, fp._rbyte, fp._rbase, fp._rline = block, block.encode(), 0, 0, 1
+    monkeypatch.setattr(reread, "_PATHS", {})
+    reread.register(str(log), str(log))
+    second = block.index("\n" + warn + "\n") + 1  # the second whole line that is the warning
+    n = block.count("\n", 0, second) + 1
+    where, at = fp._raw_ref(second, warn, n)
+    assert at == len(block[:second].encode()) and where is not None and reread.line(str(log), where, n) == warn
+    assert fp._raw_ref(second, warn, n + 1) == (None, -1)  # no whole line there is the warning

@@ -40,6 +40,13 @@ STEP_SAMPLES_PER_RANK = 32
 #: a rank's sampled step lines after its first handed to the model as (rank, ms), without events,
 #: where their shape's learned plan allows (tests switch it off to compare)
 LIGHT_STEPS = True
+#: a kept line of a block that is not ASCII found by its bytes in the block's bytes (tests switch
+#: it off to compare: the same references' texts)
+RAW_REFS = True
+#: characters between two kept lines of such a block from which the later one is found so (a rank
+#: file's training output before its last lines); shorter gaps are counted, which costs less than a
+#: search and a count where they are ASCII (an 8,000-rank file's init lines, one every few lines)
+RAW_GAP = 16384
 # Training-step timing lines (stragglers) carry no keyword of the prefilter; these
 # literal-prefixed scans find them in a block at str.find speed.
 STEP_SCANS = (rx(r"time: *\d+(?:\.\d+)?ms"), rx(r"elapsed time per iteration \(ms\)"))
@@ -216,6 +223,18 @@ def _utf8_ref(block: str, start: int, line: str, char: int, byte: int) -> tuple[
     return reread.ref(byte, len(line) if line.isascii() else len(line.encode()), line), start, byte
 
 
+def _line_at(raw: bytes, data: bytes, start: int) -> int:
+    """Where the first whole line of ``raw`` from byte ``start`` on that is ``data`` (not empty)
+    starts (a line end before it or the start of ``raw``, one after it or the end), or -1."""
+    n, size, find = len(data), len(raw), raw.find
+    i = find(data, start)
+    while i >= 0:
+        if (i == 0 or raw[i - 1] == 10) and (i + n == size or raw[i + n] == 10):
+            return i
+        i = find(data, i + 1)
+    return -1
+
+
 def sample_step(counts: dict[int | None, int], rank: int | None) -> tuple[bool, bool]:
     """The step-line sampling of a file: (keep this rank's step line, sampling is done).  At most
     ``STEP_SAMPLES_PER_RANK`` per rank; a file of one rank is done once its rank has them.
@@ -338,6 +357,12 @@ class FileParser:
         self._sbyte = (0, -1)
         self._rchar = 0
         self._rbyte = 0
+        #: a block that is not ASCII: its bytes (``BlockReader.raw``, which decode to it), where a
+        #: kept line after a long gap is found by its own bytes (:meth:`_raw_ref`; None: the
+        #: characters are counted); where the block starts in its file; the line at ``_rchar``
+        self._rraw: bytes | None = None
+        self._rbase = 0
+        self._rline = 0
         #: kinds whose place the sink is told of once their text is by reference (``placed``)
         self._placed: frozenset[str] = getattr(sink, "placed_kinds", frozenset())
 
@@ -367,12 +392,38 @@ class FileParser:
         start = self._cur_start
         if self._rascii:
             where = reread.ref(self._rbyte + start, len(line), line)
+        elif self._rraw is not None and start - self._rchar > RAW_GAP \
+                and (got := self._raw_ref(start, line, self._cur_n))[1] >= 0:  # a long gap: found, not counted
+            where, self._rchar, self._rbyte, self._rline = got[0], start, self._rbase + got[1], self._cur_n
         else:
             where, self._rchar, self._rbyte = _utf8_ref(self._rblock, start, line, self._rchar, self._rbyte)
+            self._rline = self._cur_n
         if where is not None:
             ev._text = where  # type: ignore[attr-defined]  # the slot behind Event.text
             if ev.kind in self._placed:  # a line a process keeps as evidence: it may keep the place
                 self.sink.placed(ev)  # type: ignore[union-attr]  # only set with a sink
+
+    def _raw_ref(self, start: int, line: str, n: int) -> tuple[int | None, int]:
+        """The reference of ``line`` (line ``n``, at character ``start`` of a block that is not ASCII)
+        and where it starts in the block's bytes, found by its bytes: the first whole line of those
+        bytes that is ``line``'s from where the characters were counted to (byte ``_rbyte``, line
+        ``_rline``) on, whose line ends before it say it is line ``n`` (an equal line before it is
+        not); -1 where none is (not expected: the bytes decode to the block).  A search and a count
+        of line ends in C instead of the characters before it copied and encoded: the long gap of a
+        rank file's training output before its last lines, ~62 -> ~33 us a 56 KB file."""
+        raw = self._rraw
+        assert raw is not None  # the caller's condition
+        data = line.encode()
+        frm, left = self._rbyte - self._rbase, n - self._rline
+        i = _line_at(raw, data, frm) if data else -1
+        while i >= 0:
+            left -= raw.count(b"\n", frm, i)
+            if left <= 0:
+                break
+            frm, i = i, _line_at(raw, data, i + 1)
+        if i < 0 or left < 0:
+            return None, -1
+        return reread.ref(self._rbase + i, len(data), line), i
 
     def parse_block(self, first: int, text: str, at: int = -1, lines: int = -1,
                     raw: bytes | None = None) -> list[E.Event]:
@@ -408,6 +459,7 @@ class FileParser:
         refer = at >= 0 and self.sink is not None and reread.ENABLED and reread.path_of(self.source) is not None
         if refer:
             self._rblock, self._rascii, self._rchar, self._rbyte = text, text.isascii(), 0, at
+            self._rraw, self._rbase, self._rline = (None if self._rascii or not RAW_REFS else raw), at, first
         # the next plain NCCL INFO line (``info``: where its line starts), found by str.find: the
         # prefilter scans only the lines between two of them
         nxt = info = -1 if plans is None else -2

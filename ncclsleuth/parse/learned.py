@@ -104,6 +104,9 @@ class Plan(NamedTuple):
     #: ``make(source, line, text)``: the plan's event of a line, one generated function
     #: (:func:`compiled`); None until the plan is checked
     make: Any = None
+    #: ``read(text) -> (rank, ms)``: a step plan's fields the model keeps of a line it does not
+    #: quote (:func:`step_reader`, set where the step plan is learned); None: the event's way
+    read: Any = None
 
 
 #: how a tuple or value record is put together again from its leaves, in order: ``None`` for a

@@ -339,7 +339,7 @@ class FileParser:
         #: where sampled step lines go (a piece's sink samples them again for the whole file)
         self._on_steps = getattr(sink, "steps", None)
         #: where a rank's sampled step lines after its first go without their events (the sink's
-        #: ``step_sample``: the model's), read by their shape's :func:`.learned.step_reader`; None:
+        #: ``step_sample``: the model's), read by their shape's plan (:func:`.learned.step_reader`); None:
         #: every sampled line as its event (a piece's sink, or with ``LIGHT_STEPS`` off)
         self._step_sample = getattr(sink, "step_sample", None) if self._on_steps is None and LIGHT_STEPS else None
         #: a piece of a file keeps no end blocks (the file's are read again once: ncclsleuth.parallel.split)
@@ -796,7 +796,7 @@ class FileParser:
         done = set(lined)
         # the model's way: each sampled line given at once, in line order (the rest of the block's
         # events are delivered; nothing comes between this scan and its events' delivery)
-        light = self.sink.add if self._step_sample is not None else None  # type: ignore[union-attr]
+        at_once = self.sink.add if self._step_sample is not None else None  # type: ignore[union-attr]
         for scan in STEP_SCANS:
             counted, n = 0, first
             self._sbyte = (0, at)  # (character, byte) of the block this scan has counted to
@@ -808,44 +808,29 @@ class FileParser:
                     continue  # the main loop has handled it
                 n += text.count("\n", counted, start)
                 counted = start
-                if light is not None and self._light_step(line):
+                ev = self._step_event(n, line, at_once is not None)
+                if ev is None:  # not a step line, or one given to the model without its event
                     if self._steps_done:
                         return out
-                    continue
-                ev = self._step_event(n, line)
-                if ev is None:
                     continue
                 keep, self._steps_done = sample_step(self._step_counts, ev.rank)
                 if keep:
                     if at >= 0 and self._step_counts[ev.rank] == 1:
                         self._step_ref(ev, text, start, line)
-                    if light is not None:  # in line order with the samples the model is given at once
-                        light(ev)
+                    if at_once is not None:  # in line order with the samples the model is given at once
+                        at_once(ev)
                     else:
                         out.append(ev)
                 if self._steps_done:
                     return out
         return out
 
-    def _light_step(self, line: str) -> bool:
-        """Step line ``line`` handed to the model's ``step_sample`` without its event, where its
-        shape has a learned plan with a :func:`.learned.step_reader` and its rank has had its first
-        sampled line (the model quotes that one: it goes as its event); False: not done, the line
-        goes the event's way (as it would have)."""
-        if not learned.plannable(line):
-            return False
-        plan = self.cache.step_plans.get(fixed_key(line))
-        if not plan:  # none yet, or SLOW
-            return False
-        readers = self.cache.step_readers
-        read: Any = readers.get(plan.make)
-        if read is None:
-            read = readers[plan.make] = learned.step_reader(plan) or False
-        if read is False:
-            return False
+    def _light_step(self, line: str, read: Any) -> bool:
+        """Step line ``line`` handed to the model's ``step_sample`` as the (rank, ms) its plan's
+        ``read`` cuts, without its event, where its rank has had its first sampled line (the model
+        quotes that one: it goes as its event); False: not done, the line goes the event's way."""
         rank, ms = read(line)
-        seen = self._step_counts.get(rank, 0)
-        if not seen:
+        if not self._step_counts.get(rank, 0):
             return False
         self._saw_rank(rank)
         keep, self._steps_done = sample_step(self._step_counts, rank)
@@ -884,9 +869,10 @@ class FileParser:
         made it: :mod:`.again` makes a kept step line's event again with this)."""
         return self._step_full(lineno, line)
 
-    def _step_event(self, lineno: int, line: str) -> E.Event | None:
+    def _step_event(self, lineno: int, line: str, light: bool = False) -> E.Event | None:
         """A step-timing line, by its shape's learned plan where it has one (:mod:`.learned`,
-        with :meth:`_step_full` for the probe), else the full way.
+        with :meth:`_step_full` for the probe), else the full way; ``light``: None where the line
+        went to the model without its event instead (:meth:`_light_step`, the plan's ``read``).
 
         Every rank's file samples ``STEP_SAMPLES_PER_RANK`` of them and a job's ranks print
         the same few shapes: at 16,384 per-rank files, 524,288 lines that each took the
@@ -900,6 +886,8 @@ class FileParser:
             return self._step_learn(key, lineno, line)
         if plan is learned.SLOW:
             return self._step_full(lineno, line)
+        if light and plan.read is not None and self._light_step(line, plan.read):
+            return None
         ev: E.Event = plan.make(self.source, lineno, line)
         self._saw_rank(ev.rank)
         return ev
@@ -924,7 +912,8 @@ class FileParser:
             return None if got is None else [got]
 
         plan = learned.derive(line, [ev], (0, 0, 0), probe, others)
-        cache.step_plans[key] = learned.SLOW if plan is None or plan.cls is None else plan
+        cache.step_plans[key] = learned.SLOW if plan is None or plan.cls is None else \
+            plan._replace(read=learned.step_reader(plan))
         return ev
 
     def _step_full(self, lineno: int, line: str) -> E.Event | None:

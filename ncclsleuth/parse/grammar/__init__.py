@@ -243,8 +243,6 @@ class ShapeCache:
         #: (``FileParser._step_event``: those lines are sampled apart from the others)
         self.step_plans: dict[bytes, Any] = {}
         self.step_seen: dict[int, list[Any]] = {}
-        #: a step plan's ``make`` -> its ``learned.step_reader`` (False: none): one per plan
-        self.step_readers: dict[Any, Any] = {}
         #: (prefix, plain line) shapes of a prefixed NCCL INFO line -> whether its plain line's plan,
         #: dressed with the prefix's fields, makes what the full parser does (ncclsleuth.parse.prefixed)
         self.dressed: dict[tuple[bytes, bytes], bool] = {}
